@@ -1,0 +1,58 @@
+//! The shared error vocabulary.
+
+/// Errors raised by `grist-tensor`: invalid specs and hit limits. Format
+/// crates wrap it in their own error enums.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TensorError {
+    /// A feature spec is inconsistent in itself.
+    #[error("feature {feature:?}: invalid spec: {reason}")]
+    InvalidSpec {
+        /// The feature name.
+        feature: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A feature spec asks for something this format cannot provide.
+    #[error("feature {feature:?}: {format} cannot provide a {kind} feature: {reason}")]
+    UnsupportedSpec {
+        /// The feature name.
+        feature: String,
+        /// The format that rejects it.
+        format: &'static str,
+        /// The spec kind.
+        kind: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// A default value does not fit the feature's dtype or shape.
+    #[error("feature {feature:?}: invalid default: {reason}")]
+    InvalidDefault {
+        /// The feature name.
+        feature: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A spec file is not valid JSON or not a spec.
+    #[error("invalid spec JSON: {source}")]
+    SpecJson {
+        /// The JSON error.
+        source: serde_json::Error,
+    },
+    /// A spec file has the wrong shape.
+    #[error("invalid spec file: {reason}")]
+    InvalidSpecFile {
+        /// What is wrong.
+        reason: String,
+    },
+    /// An allocation or record size sized by the input exceeds a limit.
+    #[error("{what}: {requested} bytes exceeds the limit of {max} bytes")]
+    LimitExceeded {
+        /// What was being sized.
+        what: &'static str,
+        /// The size asked for.
+        requested: u64,
+        /// The limit.
+        max: u64,
+    },
+}

@@ -1,0 +1,63 @@
+//! The tensor model shared by every grist format crate.
+//!
+//! Data moves like this: a format's [`RecordSource`] reads [`Chunk`]s of raw
+//! records; its [`Decoder`], compiled once from the requested
+//! [`FeatureSpec`]s, writes each record's values straight into the typed
+//! buffers of a [`BatchBuilder`]; [`BatchBuilder::finish`] yields a
+//! [`Batch`] of named columns, each a dense, sparse (TensorFlow COO) or
+//! ragged [`Tensor`]. [`Limits`] bound every allocation sized by input.
+//!
+//! ```
+//! use grist_tensor::{Batch, BatchBuilder, ColumnBuilder, DType, DenseBuilder, Section, Values};
+//!
+//! let mut b = BatchBuilder::new();
+//! b.push_column("x", Section::Features, ColumnBuilder::Dense(DenseBuilder::new(DType::Int64, vec![2])));
+//! for row in 0..3i64 {
+//!     if let ColumnBuilder::Dense(d) = b.column_mut(0) {
+//!         if let Values::Int64(v) = &mut d.values {
+//!             v.extend([row, row * 10]);
+//!         }
+//!         d.end_row();
+//!     }
+//!     b.end_row();
+//! }
+//! let batch: Batch = b.finish();
+//! let x = batch.get("x").unwrap().as_dense().unwrap();
+//! assert_eq!(x.shape, vec![3, 2]);
+//! assert_eq!(grist_tensor::json::batch_to_json(&batch)["records"], 3);
+//! ```
+//!
+//! | Cargo feature | default | what it adds |
+//! |---|---|---|
+//! | `ndarray` | off | `DenseTensor::to_ndarray` |
+#![deny(missing_docs, unreachable_pub)]
+#![forbid(unsafe_code)]
+
+mod builder;
+mod dtype;
+mod error;
+pub mod json;
+mod limits;
+#[cfg(feature = "ndarray")]
+mod ndarray;
+mod source;
+mod spec;
+mod tensor;
+
+pub use builder::{
+    BatchBuilder, BuilderColumn, ColumnBuilder, DenseBuilder, PaddedBuilder, RaggedBuilder,
+    SparseBuilder,
+};
+pub use dtype::DType;
+pub use error::TensorError;
+pub use limits::Limits;
+#[cfg(feature = "ndarray")]
+pub use ndarray::Element;
+pub use source::{Chunk, Decoder, RecordLayout, RecordSource};
+pub use spec::{
+    DenseSpec, FeatureSpec, FixedLenSequenceSpec, OneOrMany, Partition, RaggedSpec, SparseSpec,
+    SpecFile, UNKNOWN_DIM, VarlenSpec, resolve_default,
+};
+pub use tensor::{
+    Batch, Column, DenseTensor, RaggedTensor, Section, SparseTensor, StringValues, Tensor, Values,
+};
