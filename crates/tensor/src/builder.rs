@@ -8,7 +8,8 @@
 //! re-copying rows one by one.
 
 use crate::{
-    Batch, Column, DType, DenseTensor, RaggedTensor, Section, SparseTensor, Tensor, Values,
+    Batch, Column, DType, DenseTensor, Limits, RaggedTensor, Section, SparseTensor, Tensor,
+    TensorError, Values,
 };
 
 /// Builds a dense column of shape `[rows] + row_shape`.
@@ -142,52 +143,285 @@ impl SparseBuilder {
     }
 }
 
-/// Builds a ragged column: flat values plus nested row splits, the first
-/// level over the batch rows.
+/// How one level of a ragged tensor is described in the input
+/// (TensorFlow's `RaggedFeature` partitions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartitionKind {
+    /// Row splits (each record's list starts with 0).
+    RowSplits,
+    /// Row lengths.
+    RowLengths,
+    /// Row starts.
+    RowStarts,
+    /// Row limits.
+    RowLimits,
+    /// The row id of each value.
+    ValueRowids,
+    /// Rows of a fixed length.
+    UniformRowLength(i64),
+}
+
+/// The raw values of one partition feature over the rows of a batch.
+#[derive(Clone, Debug)]
+pub struct PartitionBuffer {
+    /// The partition kind.
+    pub kind: PartitionKind,
+    /// The partition values of every row, concatenated.
+    pub values: Vec<i64>,
+    /// `[0, end of row 0, end of row 1, ...]` into `values`.
+    pub row_splits: Vec<i64>,
+}
+
+/// Builds a ragged column the way TensorFlow's batched `RaggedFeature`
+/// parsing does: each row appends its flat values and the values of each
+/// partition feature; [`BatchBuilder::finish`] applies the partitions,
+/// innermost first, with TensorFlow's batched semantics.
 ///
-/// Every level of `splits` starts as `[0]`; the decoder pushes the end of
-/// each row at each level.
+/// With no partitions the result is `[batch, (values)]`. The decoder pushes
+/// each row's values to `values` and then its end to `row_splits`, and for
+/// each non-uniform partition its values and end likewise.
 #[derive(Clone, Debug)]
 pub struct RaggedBuilder {
-    /// The flat values.
+    /// The flat values of every row.
     pub values: Values,
-    /// The row splits, outermost (over the batch) first.
-    pub splits: Vec<Vec<i64>>,
+    /// `[0, end of row 0, ...]` into `values`.
+    pub row_splits: Vec<i64>,
+    /// The partitions, outermost first.
+    pub partitions: Vec<PartitionBuffer>,
     /// The dtype the splits are reported in.
     pub row_splits_dtype: DType,
+    /// Whether to check that the partitions are consistent (TensorFlow's
+    /// `validate`); without it they are only checked enough to stay safe.
+    pub validate: bool,
+    max_rows: usize,
 }
 
 impl RaggedBuilder {
-    /// A builder with `levels` levels of splits (at least 1: the batch).
-    pub fn new(dtype: DType, levels: usize, row_splits_dtype: DType) -> Self {
+    /// A builder of `dtype` values with the given partitions (outermost
+    /// first). `limits` bounds the rows a `value_rowids` partition may
+    /// create.
+    pub fn new(
+        dtype: DType,
+        partitions: &[PartitionKind],
+        row_splits_dtype: DType,
+        limits: &Limits,
+    ) -> Self {
         RaggedBuilder {
             values: Values::new(dtype),
-            splits: vec![vec![0]; levels.max(1)],
+            row_splits: vec![0],
+            partitions: partitions
+                .iter()
+                .map(|&kind| PartitionBuffer {
+                    kind,
+                    values: Vec::new(),
+                    row_splits: vec![0],
+                })
+                .collect(),
             row_splits_dtype,
+            validate: false,
+            max_rows: (limits.max_alloc_bytes() / 8).min(usize::MAX as u64) as usize,
+        }
+    }
+
+    /// Ends a row: records where its values (and partition values) end.
+    #[inline]
+    pub fn end_row(&mut self) {
+        self.row_splits.push(self.values.len() as i64);
+        for p in &mut self.partitions {
+            p.row_splits.push(p.values.len() as i64);
         }
     }
 
     fn append(&mut self, other: RaggedBuilder) {
-        for (mine, theirs) in self.splits.iter_mut().zip(other.splits) {
-            let base = *mine.last().unwrap_or(&0);
-            mine.extend(theirs.iter().skip(1).map(|s| s + base));
-        }
+        let base = self.values.len() as i64;
+        self.row_splits
+            .extend(other.row_splits.iter().skip(1).map(|s| s + base));
         self.values.extend_from(&other.values);
+        for (mine, theirs) in self.partitions.iter_mut().zip(other.partitions) {
+            let base = mine.values.len() as i64;
+            mine.row_splits
+                .extend(theirs.row_splits.iter().skip(1).map(|s| s + base));
+            mine.values.extend_from_slice(&theirs.values);
+        }
     }
 
-    fn finish(&mut self) -> RaggedTensor {
+    fn finish(&mut self) -> Result<RaggedTensor, String> {
         let dtype = self.values.dtype();
-        let levels = self.splits.len();
         let values = std::mem::replace(&mut self.values, Values::new(dtype));
-        RaggedTensor {
-            nested_row_splits: std::mem::replace(&mut self.splits, vec![vec![0]; levels]),
+        let row_splits = std::mem::replace(&mut self.row_splits, vec![0]);
+        let partitions: Vec<PartitionBuffer> = self
+            .partitions
+            .iter_mut()
+            .map(|p| PartitionBuffer {
+                kind: p.kind,
+                values: std::mem::take(&mut p.values),
+                row_splits: std::mem::replace(&mut p.row_splits, vec![0]),
+            })
+            .collect();
+        let (levels, inner) = compose(values.len(), row_splits, &partitions, self.max_rows)?;
+        if self.validate {
+            validate(&levels, values.len() / inner.max(1))?;
+        }
+        let mut shape = vec![values.len() / inner.max(1)];
+        if inner != 1 {
+            shape.push(inner);
+        }
+        Ok(RaggedTensor {
+            nested_row_splits: levels,
             row_splits_dtype: self.row_splits_dtype,
-            flat_values: DenseTensor {
-                shape: vec![values.len()],
-                values,
-            },
+            flat_values: DenseTensor { shape, values },
+        })
+    }
+}
+
+/// Applies `partitions` (outermost first) to `[batch, (values)]` as
+/// TensorFlow's `_add_batched_ragged_partition` does, innermost first.
+/// Returns the nested row splits and the uniform inner dimension of the
+/// flat values (1 when there is none).
+fn compose(
+    nvals: usize,
+    row_splits: Vec<i64>,
+    partitions: &[PartitionBuffer],
+    max_rows: usize,
+) -> Result<(Vec<Vec<i64>>, usize), String> {
+    let mut levels = vec![row_splits];
+    let mut inner: usize = 1;
+    for p in partitions.iter().rev() {
+        let batch = levels[0].len() - 1;
+        // The number of rows of rt.values.
+        let nrows_values = if levels.len() > 1 {
+            levels[1].len() - 1
+        } else {
+            nvals / inner
+        };
+        let (outer, level): (Vec<i64>, Option<Vec<i64>>) = match p.kind {
+            PartitionKind::UniformRowLength(len) => {
+                if len <= 0 {
+                    return Err(format!("uniform_row_length {len} must be positive"));
+                }
+                let outer = levels[0].iter().map(|s| s / len).collect();
+                if levels.len() > 1 {
+                    let groups = nrows_values / len as usize;
+                    let uniform = (0..=groups as i64).map(|i| i * len).collect();
+                    (outer, Some(uniform))
+                } else {
+                    if nrows_values % len as usize != 0 {
+                        return Err(format!(
+                            "{nrows_values} values cannot be reshaped into rows of {len}"
+                        ));
+                    }
+                    inner *= len as usize;
+                    (outer, None)
+                }
+            }
+            kind => {
+                let consistent = p.row_splits.len() == batch + 1
+                    && p.row_splits.first() == Some(&0)
+                    && p.row_splits.windows(2).all(|w| w[0] <= w[1])
+                    && p.row_splits.last().is_some_and(|&e| e as usize <= p.values.len());
+                if !consistent {
+                    return Err("partition buffer row splits are inconsistent".into());
+                }
+                let rows = |r: usize| {
+                    &p.values[p.row_splits[r] as usize..p.row_splits[r + 1] as usize]
+                };
+                let starts = &levels[0];
+                match kind {
+                    PartitionKind::RowLengths => {
+                        let mut level = Vec::with_capacity(p.values.len() + 1);
+                        let mut acc = 0i64;
+                        level.push(0);
+                        for &l in &p.values {
+                            acc = acc.wrapping_add(l);
+                            level.push(acc);
+                        }
+                        (p.row_splits.clone(), Some(level))
+                    }
+                    PartitionKind::RowSplits | PartitionKind::RowLimits => {
+                        let drop_first = kind == PartitionKind::RowSplits;
+                        let mut outer = Vec::with_capacity(batch + 1);
+                        let mut level = Vec::with_capacity(p.values.len() + 1);
+                        outer.push(0);
+                        level.push(0);
+                        for r in 0..batch {
+                            let v = rows(r);
+                            let v = if drop_first && !v.is_empty() { &v[1..] } else { v };
+                            level.extend(v.iter().map(|x| x.wrapping_add(starts[r])));
+                            outer.push((level.len() - 1) as i64);
+                        }
+                        (outer, Some(level))
+                    }
+                    PartitionKind::RowStarts => {
+                        let mut level = Vec::with_capacity(p.values.len() + 1);
+                        for r in 0..batch {
+                            level.extend(rows(r).iter().map(|x| x.wrapping_add(starts[r])));
+                        }
+                        level.push(nrows_values as i64);
+                        (p.row_splits.clone(), Some(level))
+                    }
+                    PartitionKind::ValueRowids => {
+                        let mut outer = Vec::with_capacity(batch + 1);
+                        outer.push(0i64);
+                        let mut adjusted = Vec::with_capacity(p.values.len());
+                        let mut base = 0i64;
+                        for r in 0..batch {
+                            let v = rows(r);
+                            let nrows = v.iter().copied().max().map_or(0, |m| m.saturating_add(1)).max(0);
+                            if let Some(&neg) = v.iter().find(|&&x| x < 0) {
+                                return Err(format!("negative value_rowid {neg}"));
+                            }
+                            adjusted.extend(v.iter().map(|x| x + base));
+                            base = base.saturating_add(nrows);
+                            if base as u64 > max_rows as u64 {
+                                return Err(format!("value_rowids describe {base} rows, over the limit"));
+                            }
+                            outer.push(base);
+                        }
+                        let total = adjusted.iter().copied().max().map_or(0, |m| m + 1) as usize;
+                        let mut counts = vec![0i64; total];
+                        for &id in &adjusted {
+                            counts[id as usize] += 1;
+                        }
+                        let mut level = Vec::with_capacity(total + 1);
+                        let mut acc = 0i64;
+                        level.push(0);
+                        for c in counts {
+                            acc += c;
+                            level.push(acc);
+                        }
+                        (outer, Some(level))
+                    }
+                    PartitionKind::UniformRowLength(_) => unreachable!("handled above"),
+                }
+            }
+        };
+        let rest = levels.split_off(1);
+        levels = vec![outer];
+        levels.extend(level);
+        levels.extend(rest);
+    }
+    Ok((levels, inner))
+}
+
+/// TensorFlow's `validate=True` checks: each level starts at 0, never
+/// decreases, and ends at the number of rows (or values) of the next.
+fn validate(levels: &[Vec<i64>], nvals: usize) -> Result<(), String> {
+    for (i, level) in levels.iter().enumerate() {
+        let next = levels.get(i + 1).map_or(nvals, |l| l.len() - 1);
+        if level.first() != Some(&0) {
+            return Err(format!("row splits of level {i} do not start at 0"));
+        }
+        if level.windows(2).any(|w| w[1] < w[0]) {
+            return Err(format!("row splits of level {i} decrease"));
+        }
+        if level.last().copied() != Some(next as i64) {
+            return Err(format!(
+                "row splits of level {i} end at {}, not at the {next} rows of the next level",
+                level.last().copied().unwrap_or(0)
+            ));
         }
     }
+    Ok(())
 }
 
 /// Builds a dense column of sequences of fixed-shape items, padded to the
@@ -375,7 +609,9 @@ impl BatchBuilder {
     }
 
     /// Finishes the batch, leaving the builder empty and ready for the next.
-    pub fn finish(&mut self) -> Batch {
+    ///
+    /// Fails only when a ragged column's partitions cannot be applied.
+    pub fn finish(&mut self) -> Result<Batch, TensorError> {
         let rows = std::mem::take(&mut self.rows);
         let mut columns = Vec::with_capacity(self.columns.len());
         let mut lengths = Vec::new();
@@ -383,7 +619,12 @@ impl BatchBuilder {
             let tensor = match &mut c.builder {
                 ColumnBuilder::Dense(d) => Tensor::Dense(d.finish()),
                 ColumnBuilder::Sparse(s) => Tensor::Sparse(s.finish(rows)),
-                ColumnBuilder::Ragged(r) => Tensor::Ragged(r.finish()),
+                ColumnBuilder::Ragged(r) => {
+                    Tensor::Ragged(r.finish().map_err(|reason| TensorError::BadRagged {
+                        feature: c.name.clone(),
+                        reason,
+                    })?)
+                }
                 ColumnBuilder::Padded(p) => {
                     let (dense, lens) = p.finish();
                     if c.emit_lengths {
@@ -406,7 +647,7 @@ impl BatchBuilder {
             });
         }
         columns.extend(lengths);
-        Batch::new(rows, columns)
+        Ok(Batch::new(rows, columns))
     }
 }
 
@@ -418,7 +659,7 @@ mod tests {
         let mut b = BatchBuilder::new();
         b.push_column("d", Section::Features, ColumnBuilder::Dense(DenseBuilder::new(DType::Int64, vec![2])));
         b.push_column("s", Section::Features, ColumnBuilder::Sparse(SparseBuilder::new(DType::Int64, vec![0])));
-        b.push_column("r", Section::Features, ColumnBuilder::Ragged(RaggedBuilder::new(DType::Int64, 2, DType::Int64)));
+        b.push_column("r", Section::Features, ColumnBuilder::Ragged(RaggedBuilder::new(DType::Int64, &[PartitionKind::RowLengths], DType::Int64, &Limits::default())));
         b.push_sequence_column("p", PaddedBuilder::new(vec![], Values::Int64(vec![-1])));
         for (local, r) in rows.enumerate() {
             for c in b.columns_mut() {
@@ -444,11 +685,9 @@ mod tests {
                             if let Values::Int64(v) = &mut g.values {
                                 v.push(r);
                             }
-                            let end = *g.splits[1].last().unwrap() + 1;
-                            g.splits[1].push(end);
+                            g.partitions[0].values.push(1);
                         }
-                        let end = *g.splits[0].last().unwrap() + r;
-                        g.splits[0].push(end);
+                        g.end_row();
                     }
                     ColumnBuilder::Padded(p) => {
                         if let Values::Int64(v) = &mut p.values {
@@ -465,10 +704,12 @@ mod tests {
 
     #[test]
     fn append_equals_building_in_one_go() {
-        let whole = sample(0..5).finish();
+        let whole = sample(0..5).finish().unwrap();
         let mut first = sample(0..2);
         first.append(sample(2..5));
-        assert_eq!(first.finish(), whole);
+        assert_eq!(first.finish().unwrap(), whole);
+        let r = whole.get("r").unwrap().as_ragged().unwrap();
+        assert_eq!(r.nested_row_splits, vec![vec![0, 0, 1, 3, 6, 10], (0..=10).collect::<Vec<_>>()]);
         assert_eq!(whole.rows(), 5);
         let p = whole.get_in(Section::FeatureLists, "p").unwrap().as_dense().unwrap();
         assert_eq!(p.shape, vec![5, 4]);

@@ -45,6 +45,14 @@ pub enum TensorError {
         /// What is wrong.
         reason: String,
     },
+    /// A ragged column's partitions cannot be applied to its values.
+    #[error("feature {feature:?}: bad ragged partitions: {reason}")]
+    BadRagged {
+        /// The feature name.
+        feature: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// An allocation or record size sized by the input exceeds a limit.
     #[error("{what}: {requested} bytes exceeds the limit of {max} bytes")]
     LimitExceeded {

@@ -21,7 +21,7 @@
 //!     }
 //!     b.end_row();
 //! }
-//! let batch: Batch = b.finish();
+//! let batch: Batch = b.finish().unwrap();
 //! let x = batch.get("x").unwrap().as_dense().unwrap();
 //! assert_eq!(x.shape, vec![3, 2]);
 //! assert_eq!(grist_tensor::json::batch_to_json(&batch)["records"], 3);
@@ -45,8 +45,8 @@ mod spec;
 mod tensor;
 
 pub use builder::{
-    BatchBuilder, BuilderColumn, ColumnBuilder, DenseBuilder, PaddedBuilder, RaggedBuilder,
-    SparseBuilder,
+    BatchBuilder, BuilderColumn, ColumnBuilder, DenseBuilder, PaddedBuilder, PartitionBuffer,
+    PartitionKind, RaggedBuilder, SparseBuilder,
 };
 pub use dtype::DType;
 pub use error::TensorError;
