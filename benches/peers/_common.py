@@ -1,0 +1,137 @@
+"""Shared helpers for the peer benchmark scripts (timing loop, result JSON).
+
+Side-by-side peer scripts for humans; nothing in CI depends on them.
+"""
+
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+
+def file_bytes(files):
+    return sum(os.path.getsize(f) for f in files)
+
+
+def load_features(path):
+    with open(path) as f:
+        doc = json.load(f)
+    feats = doc["features"] if isinstance(doc, dict) else doc
+    if not feats:
+        raise SystemExit(f"{path}: no features")
+    return feats
+
+
+def batch_rows(batch):
+    """Number of records in a batch: a dict of tf.Tensor / tf.SparseTensor /
+    RaggedTensor / numpy arrays, or a single tensor."""
+    if isinstance(batch, dict):
+        # Prefer a dense tensor; a sparse tensor's dense_shape[0] also works.
+        for v in batch.values():
+            shape = getattr(v, "shape", None)
+            if shape is not None and len(shape) > 0 and shape[0] is not None:
+                return int(shape[0])
+        for v in batch.values():
+            ds = getattr(v, "dense_shape", None)
+            if ds is not None:
+                return int(ds[0])
+        raise ValueError("cannot tell the batch size")
+    return int(batch.shape[0])
+
+
+def run_epochs(make_iter, epochs, warmup_steps, min_seconds, rows=batch_rows, max_epochs=1000):
+    """Iterate `make_iter()` (one epoch each) at least `epochs` times and until
+    `min_seconds` of timed iteration have passed.
+
+    The first `warmup_steps` steps (of the first epoch) are not timed. Returns
+    a dict with records, batches, seconds, step_ms (list), epochs, and
+    records_total (including warm-up).
+    """
+    step_ms = []
+    records = 0
+    records_total = 0
+    batches = 0
+    steps_seen = 0
+    t_start = None
+    epoch = 0
+    while True:
+        it = iter(make_iter())
+        t_prev = time.perf_counter()
+        for batch in it:
+            now = time.perf_counter()
+            n = rows(batch)
+            records_total += n
+            steps_seen += 1
+            if steps_seen <= warmup_steps:
+                t_prev = time.perf_counter()
+                continue
+            if t_start is None:
+                # The first timed step started when the previous one ended.
+                t_start = t_prev
+            step_ms.append((now - t_prev) * 1e3)
+            records += n
+            batches += 1
+            t_prev = time.perf_counter()
+        epoch += 1
+        elapsed = (time.perf_counter() - t_start) if t_start is not None else 0.0
+        if epoch >= epochs and (elapsed >= min_seconds or epoch >= max_epochs):
+            break
+    seconds = time.perf_counter() - t_start if t_start is not None else 0.0
+    return {
+        "records": records,
+        "batches": batches,
+        "seconds": seconds,
+        "step_ms": step_ms,
+        "epochs": epoch,
+        "records_total": records_total,
+    }
+
+
+def result(peer, run, files, threads, batch_size, **extra):
+    epochs = run["epochs"]
+    total_bytes = file_bytes(files)
+    per_epoch_records = run["records_total"] / epochs if epochs else 0
+    bytes_per_record = total_bytes / per_epoch_records if per_epoch_records else 0.0
+    secs = run["seconds"]
+    out = {
+        "peer": peer,
+        "records": run["records"],
+        "batches": run["batches"],
+        "seconds": round(secs, 4),
+        "records_per_s": round(run["records"] / secs, 1) if secs else None,
+        "bytes_per_s": round(run["records"] * bytes_per_record / secs, 1) if secs else None,
+        "median_step_ms": round(statistics.median(run["step_ms"]), 4) if run["step_ms"] else None,
+        "threads": threads,
+        "batch_size": batch_size,
+        "epochs": epochs,
+        "records_per_epoch": int(per_epoch_records),
+        "file_bytes": total_bytes,
+        "files": [os.path.basename(f) for f in files],
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host_cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+    out.update(extra)
+    return out
+
+
+def report(res, as_json):
+    if as_json:
+        print(json.dumps(res), flush=True)
+        return
+    mbps = (res["bytes_per_s"] or 0) / 1e6
+    print(
+        f"{res['peer']}: {res['records']} records in {res['batches']} batches of {res['batch_size']}, "
+        f"{res['seconds']:.2f} s ({res['epochs']} epochs), threads={res['threads']}\n"
+        f"  {res['records_per_s']:,.0f} records/s, {mbps:.1f} MB/s (file bytes), "
+        f"median step {res['median_step_ms']:.3f} ms",
+        flush=True,
+    )
+
+
+def die(msg):
+    print(msg, file=sys.stderr)
+    sys.exit(2)
