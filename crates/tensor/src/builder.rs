@@ -97,6 +97,7 @@ pub struct SparseBuilder {
     /// The dense shape without the batch dimension.
     pub shape: Vec<i64>,
     base_shape: Vec<i64>,
+    row_start_shape: Vec<i64>,
 }
 
 impl SparseBuilder {
@@ -107,6 +108,7 @@ impl SparseBuilder {
             indices: Vec::new(),
             values: Values::new(dtype),
             base_shape: shape.clone(),
+            row_start_shape: shape.clone(),
             shape,
         }
     }
@@ -114,6 +116,17 @@ impl SparseBuilder {
     /// The rank of the indices including the batch dimension.
     pub fn rank(&self) -> usize {
         self.shape.len() + 1
+    }
+
+    fn discard_rows_from(&mut self, rows: usize) {
+        let rank = self.rank();
+        let mut keep = self.indices.len() / rank;
+        while keep > 0 && self.indices[(keep - 1) * rank] >= rows as i64 {
+            keep -= 1;
+        }
+        self.indices.truncate(keep * rank);
+        self.values.truncate(keep);
+        self.shape.clone_from(&self.row_start_shape);
     }
 
     fn append(&mut self, other: SparseBuilder, row_offset: usize) {
@@ -135,6 +148,7 @@ impl SparseBuilder {
         dense_shape.extend_from_slice(&self.shape);
         let dtype = self.values.dtype();
         self.shape.clone_from(&self.base_shape);
+        self.row_start_shape.clone_from(&self.base_shape);
         SparseTensor {
             indices: std::mem::take(&mut self.indices),
             values: std::mem::replace(&mut self.values, Values::new(dtype)),
@@ -229,6 +243,17 @@ impl RaggedBuilder {
         self.row_splits.push(self.values.len() as i64);
         for p in &mut self.partitions {
             p.row_splits.push(p.values.len() as i64);
+        }
+    }
+
+    fn discard_rows_from(&mut self, rows: usize) {
+        self.row_splits.truncate(rows + 1);
+        self.values
+            .truncate(self.row_splits.last().copied().unwrap_or(0) as usize);
+        for p in &mut self.partitions {
+            p.row_splits.truncate(rows + 1);
+            p.values
+                .truncate(p.row_splits.last().copied().unwrap_or(0) as usize);
         }
     }
 
@@ -468,6 +493,12 @@ impl PaddedBuilder {
         self.item_len
     }
 
+    fn discard_rows_from(&mut self, rows: usize) {
+        self.steps.truncate(rows);
+        let n: usize = self.steps.iter().sum();
+        self.values.truncate(n * self.item_len);
+    }
+
     fn append(&mut self, other: PaddedBuilder) {
         self.values.extend_from(&other.values);
         self.steps.extend_from_slice(&other.steps);
@@ -576,6 +607,34 @@ impl BatchBuilder {
     /// The builder of column `i`.
     pub fn column_mut(&mut self, i: usize) -> &mut ColumnBuilder {
         &mut self.columns[i].builder
+    }
+
+    /// Starts a row: remembers what [`discard_row`](Self::discard_row)
+    /// needs to undo it.
+    #[inline]
+    pub fn begin_row(&mut self) {
+        for c in &mut self.columns {
+            if let ColumnBuilder::Sparse(s) = &mut c.builder {
+                s.row_start_shape.clone_from(&s.shape);
+            }
+        }
+    }
+
+    /// Discards whatever was written since the last finished row (after
+    /// an error in the middle of a row), so only whole rows remain.
+    pub fn discard_row(&mut self) {
+        let rows = self.rows;
+        for c in &mut self.columns {
+            match &mut c.builder {
+                ColumnBuilder::Dense(d) => {
+                    d.rows = rows;
+                    d.values.truncate(rows * d.row_len);
+                }
+                ColumnBuilder::Sparse(s) => s.discard_rows_from(rows),
+                ColumnBuilder::Ragged(r) => r.discard_rows_from(rows),
+                ColumnBuilder::Padded(p) => p.discard_rows_from(rows),
+            }
+        }
     }
 
     /// Reserves room for `rows` more rows in the dense columns.
@@ -700,6 +759,41 @@ mod tests {
             b.end_row();
         }
         b
+    }
+
+    #[test]
+    fn discard_row_restores_whole_rows() {
+        let expected = sample(0..3).finish().unwrap();
+        let mut b = sample(0..3);
+        b.begin_row();
+        // Half a row: the dense, sparse and ragged columns get data.
+        for c in b.columns_mut() {
+            match &mut c.builder {
+                ColumnBuilder::Dense(d) => {
+                    if let Values::Int64(v) = &mut d.values {
+                        v.extend([7, 7]);
+                    }
+                    d.end_row();
+                }
+                ColumnBuilder::Sparse(s) => {
+                    s.indices.extend([3, 9]);
+                    if let Values::Int64(v) = &mut s.values {
+                        v.push(1);
+                    }
+                    s.shape[0] = 99;
+                }
+                ColumnBuilder::Ragged(g) => {
+                    if let Values::Int64(v) = &mut g.values {
+                        v.push(5);
+                    }
+                    g.partitions[0].values.push(1);
+                    g.end_row();
+                }
+                ColumnBuilder::Padded(_) => {}
+            }
+        }
+        b.discard_row();
+        assert_eq!(b.finish().unwrap(), expected);
     }
 
     #[test]

@@ -1,0 +1,834 @@
+//! The tf.Example / tf.SequenceExample decoder: reads the protobuf wire
+//! format of each record straight into the batch columns.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use grist_tensor::{
+    Batch, BatchBuilder, Chunk, ColumnBuilder, DType, DenseBuilder, FeatureSpec, Limits,
+    PaddedBuilder, RaggedBuilder, Section, SparseBuilder, SpecFile, StringValues, Values,
+};
+
+use crate::error::{Error, FeatureProblem, Location, Result};
+use crate::plan::{ColumnPlan, KeyTable, Plan, SequencePlan};
+use crate::wire::{self, Cursor, FeatureRef, Kind, LEN, Span, WireError};
+
+/// Where each wanted key was found in the current record.
+#[derive(Clone, Debug, Default)]
+struct Found {
+    /// Per key slot: (generation, span of the value message).
+    slots: Vec<(u32, Span)>,
+}
+
+impl Found {
+    fn new(n: usize) -> Self {
+        Found {
+            slots: vec![(0, Span::default()); n],
+        }
+    }
+
+    #[inline]
+    fn get(&self, slot: u32, generation: u32) -> Option<Span> {
+        let (g, span) = self.slots[slot as usize];
+        (g == generation).then_some(span)
+    }
+}
+
+/// Reusable per-decoder buffers (no allocation per record).
+#[derive(Clone, Debug, Default)]
+struct Scratch {
+    ids: Vec<Vec<i64>>,
+    order: Vec<usize>,
+}
+
+/// Decodes serialized `tf.train.Example` (or `tf.train.SequenceExample`)
+/// records into batches with the semantics of `tf.io.parse_example` (or
+/// `tf.io.parse_sequence_example`).
+///
+/// Built once from the feature specs (rejecting, by feature name, what
+/// TensorFlow would reject), then called per record; clone it to decode
+/// on several threads.
+#[derive(Clone, Debug)]
+pub struct ExampleDecoder {
+    plan: Arc<Plan>,
+    limits: Limits,
+    generation: u32,
+    found: Found,
+    found_lists: Found,
+    scratch: Scratch,
+}
+
+impl ExampleDecoder {
+    /// A decoder of `tf.train.Example` records for `specs`
+    /// (`tf.io.parse_example`).
+    pub fn new(specs: &[FeatureSpec]) -> Result<Self> {
+        Ok(Self::from_plan(Plan::example(specs)?))
+    }
+
+    /// A decoder of `tf.train.SequenceExample` records
+    /// (`tf.io.parse_sequence_example`): `context` features and
+    /// `sequence` (feature list) features.
+    pub fn sequence(context: &[FeatureSpec], sequence: &[FeatureSpec]) -> Result<Self> {
+        Ok(Self::from_plan(Plan::sequence(context, sequence)?))
+    }
+
+    /// A decoder for a spec file: a sequence-example decoder when the file
+    /// has context or sequence features, an Example decoder otherwise.
+    pub fn from_spec_file(spec: &SpecFile) -> Result<Self> {
+        if spec.sequence {
+            Self::sequence(&spec.context_features, &spec.sequence_features)
+        } else {
+            Self::new(&spec.features)
+        }
+    }
+
+    fn from_plan(plan: Plan) -> Self {
+        let found = Found::new(plan.keys.len());
+        let found_lists = Found::new(plan.list_keys.len());
+        let ids = plan
+            .columns
+            .iter()
+            .map(|(_, c)| match c {
+                ColumnPlan::Sparse { index_keys, .. } => index_keys.len(),
+                _ => 0,
+            })
+            .max()
+            .unwrap_or(0);
+        ExampleDecoder {
+            plan: Arc::new(plan),
+            limits: Limits::default(),
+            generation: 0,
+            found,
+            found_lists,
+            scratch: Scratch {
+                ids: vec![Vec::new(); ids],
+                ..Scratch::default()
+            },
+        }
+    }
+
+    /// The limits on allocations sized by input. By default,
+    /// [`Limits::default`].
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Whether records are parsed as `SequenceExample`s.
+    pub fn is_sequence(&self) -> bool {
+        self.plan.is_sequence
+    }
+
+    /// The specs, in output order (context first for sequence examples).
+    pub fn specs(&self) -> &[FeatureSpec] {
+        &self.plan.specs
+    }
+
+    /// An empty batch builder for this decoder's columns, with room for
+    /// `rows` rows in the dense columns.
+    pub fn new_batch(&self, rows: usize) -> BatchBuilder {
+        let mut b = BatchBuilder::new();
+        let section = if self.plan.is_sequence {
+            Section::Context
+        } else {
+            Section::Features
+        };
+        for (name, plan) in &self.plan.columns {
+            let builder = match plan {
+                ColumnPlan::Dense { dtype, shape, .. } => {
+                    ColumnBuilder::Dense(DenseBuilder::new(*dtype, shape.clone()))
+                }
+                ColumnPlan::Varlen { dtype, .. } => {
+                    ColumnBuilder::Sparse(SparseBuilder::new(*dtype, vec![0]))
+                }
+                ColumnPlan::Sparse { dtype, sizes, .. } => {
+                    ColumnBuilder::Sparse(SparseBuilder::new(*dtype, sizes.clone()))
+                }
+                ColumnPlan::Ragged {
+                    dtype,
+                    partitions,
+                    row_splits_dtype,
+                    validate,
+                    ..
+                } => {
+                    let kinds: Vec<_> = partitions.iter().map(|(k, _)| *k).collect();
+                    let mut r =
+                        RaggedBuilder::new(*dtype, &kinds, *row_splits_dtype, &self.limits);
+                    r.validate = *validate;
+                    ColumnBuilder::Ragged(r)
+                }
+                ColumnPlan::Padded {
+                    item_shape, pad, ..
+                } => ColumnBuilder::Padded(PaddedBuilder::new(item_shape.clone(), pad.clone())),
+            };
+            b.push_column(name.clone(), section, builder);
+        }
+        for (name, plan) in &self.plan.sequence {
+            match plan {
+                SequencePlan::Dense {
+                    dtype, item_shape, ..
+                } => {
+                    let zero = match dtype {
+                        DType::Int64 => Values::Int64(vec![0]),
+                        DType::Float32 => Values::Float32(vec![0.0]),
+                        _ => Values::String([&b""[..]].into_iter().collect()),
+                    };
+                    b.push_sequence_column(name.clone(), PaddedBuilder::new(item_shape.clone(), zero));
+                }
+                SequencePlan::Varlen { dtype, .. } => b.push_column(
+                    name.clone(),
+                    Section::FeatureLists,
+                    ColumnBuilder::Sparse(SparseBuilder::new(*dtype, vec![0, 0])),
+                ),
+                SequencePlan::Ragged {
+                    dtype,
+                    row_splits_dtype,
+                    ..
+                } => b.push_column(
+                    name.clone(),
+                    Section::FeatureLists,
+                    ColumnBuilder::Ragged(RaggedBuilder::new(
+                        *dtype,
+                        &[grist_tensor::PartitionKind::RowLengths],
+                        *row_splits_dtype,
+                        &self.limits,
+                    )),
+                ),
+            }
+        }
+        b.reserve_rows(rows);
+        b
+    }
+
+    /// Decodes `records` into one batch.
+    pub fn decode_batch<'a>(
+        &mut self,
+        file: &Arc<str>,
+        first_record: u64,
+        records: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<Batch> {
+        let records = records.into_iter();
+        let mut out = self.new_batch(records.size_hint().0);
+        for (i, r) in records.enumerate() {
+            let at = Location::new(file.clone(), first_record + i as u64);
+            self.decode(r, &at, &mut out)?;
+        }
+        self.finish(&mut out, file, first_record)
+    }
+
+    /// Finishes a batch built by [`decode`](Self::decode), reporting a
+    /// ragged feature whose partitions cannot be applied.
+    pub fn finish(&self, out: &mut BatchBuilder, file: &Arc<str>, first_record: u64) -> Result<Batch> {
+        out.finish().map_err(|e| match e {
+            grist_tensor::TensorError::BadRagged { feature, reason } => Error::Feature {
+                at: Location::new(file.clone(), first_record),
+                feature,
+                problem: FeatureProblem::BadPartition {
+                    key: String::new(),
+                    reason,
+                },
+            },
+            other => Error::Spec(other),
+        })
+    }
+
+    /// Decodes one serialized record (at `at`, for error messages) and
+    /// appends it as a row to `out`, a builder from
+    /// [`new_batch`](Self::new_batch). On error, `out` keeps the rows
+    /// before this one.
+    pub fn decode(&mut self, record: &[u8], at: &Location, out: &mut BatchBuilder) -> Result<()> {
+        out.begin_row();
+        let res = self.decode_inner(record, at, out);
+        if res.is_err() {
+            out.discard_row();
+        } else {
+            out.end_row();
+        }
+        res
+    }
+
+    fn next_generation(&mut self) {
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            // Wrapped: clear so stale entries cannot match.
+            for s in self.found.slots.iter_mut().chain(self.found_lists.slots.iter_mut()) {
+                *s = (0, Span::default());
+            }
+            self.generation = 1;
+        }
+    }
+
+    fn decode_inner(&mut self, record: &[u8], at: &Location, out: &mut BatchBuilder) -> Result<()> {
+        if record.len() > u32::MAX as usize {
+            return Err(Error::RecordTooLarge {
+                at: at.clone(),
+                len: record.len() as u64,
+                max: u32::MAX as u64,
+            });
+        }
+        self.next_generation();
+        let plan = self.plan.clone();
+        let message = if plan.is_sequence {
+            "SequenceExample"
+        } else {
+            "Example"
+        };
+        let malformed = |e: WireError| Error::Malformed {
+            at: at.clone(),
+            message,
+            reason: e.reason,
+            offset: e.offset,
+        };
+        let generation = self.generation;
+        if plan.is_sequence {
+            scan_sequence(
+                record,
+                &plan.keys,
+                &plan.list_keys,
+                &mut self.found,
+                &mut self.found_lists,
+                generation,
+            )
+            .map_err(malformed)?;
+        } else {
+            scan_example(record, &plan.keys, &mut self.found, generation).map_err(malformed)?;
+        }
+        let ctx = Ctx {
+            record,
+            row: out.rows() as i64,
+            at,
+            found: &self.found,
+            generation,
+            keys: &plan.keys,
+        };
+        let columns = out.columns_mut();
+        for (i, (name, col)) in plan.columns.iter().enumerate() {
+            ctx.column(name, col, &mut columns[i].builder, &mut self.scratch)?;
+        }
+        let n = plan.columns.len();
+        for (j, (name, col)) in plan.sequence.iter().enumerate() {
+            let lists = Ctx {
+                found: &self.found_lists,
+                keys: &plan.list_keys,
+                ..ctx
+            };
+            lists.sequence_column(name, col, &mut columns[n + j].builder)?;
+        }
+        Ok(())
+    }
+}
+
+/// Scans the map entries of a `Features` message into `found`.
+#[inline]
+fn scan_features(
+    mut features: Cursor<'_>,
+    keys: &KeyTable,
+    found: &mut Found,
+    generation: u32,
+) -> wire::WireResult<()> {
+    while !features.at_end() {
+        let (field, wt) = features.tag()?;
+        if field != 1 || wt != LEN {
+            features.skip(wt)?;
+            continue;
+        }
+        let mut entry = features.message()?;
+        let mut key: &[u8] = b"";
+        let mut value = Span {
+            start: entry.offset() as u32,
+            end: entry.offset() as u32,
+        };
+        while !entry.at_end() {
+            let (f, w) = entry.tag()?;
+            match (f, w) {
+                (1, LEN) => key = entry.bytes()?,
+                (2, LEN) => value = entry.span()?,
+                _ => entry.skip(w)?,
+            }
+        }
+        if let Some(slot) = keys.lookup(key) {
+            // Later entries win, as protobuf map merging does.
+            found.slots[slot as usize] = (generation, value);
+        }
+    }
+    Ok(())
+}
+
+fn scan_example(record: &[u8], keys: &KeyTable, found: &mut Found, generation: u32) -> wire::WireResult<()> {
+    let mut c = Cursor::new(record);
+    while !c.at_end() {
+        let (field, wt) = c.tag()?;
+        if field == 1 && wt == LEN {
+            scan_features(c.message()?, keys, found, generation)?;
+        } else {
+            c.skip(wt)?;
+        }
+    }
+    Ok(())
+}
+
+fn scan_sequence(
+    record: &[u8],
+    keys: &KeyTable,
+    list_keys: &KeyTable,
+    found: &mut Found,
+    found_lists: &mut Found,
+    generation: u32,
+) -> wire::WireResult<()> {
+    let mut c = Cursor::new(record);
+    while !c.at_end() {
+        let (field, wt) = c.tag()?;
+        match (field, wt) {
+            (1, LEN) => scan_features(c.message()?, keys, found, generation)?,
+            // FeatureLists has the same shape as Features: a map of
+            // string → message under field 1.
+            (2, LEN) => scan_features(c.message()?, list_keys, found_lists, generation)?,
+            _ => c.skip(wt)?,
+        }
+    }
+    Ok(())
+}
+
+fn wanted_kind(dtype: DType) -> Kind {
+    match dtype {
+        DType::Int64 => Kind::Int64,
+        DType::Float32 => Kind::Float,
+        _ => Kind::Bytes,
+    }
+}
+
+/// Appends a feature's values to a value list of its dtype, returning the
+/// number appended.
+#[inline]
+fn append(record: &[u8], f: &FeatureRef, out: &mut Values) -> wire::WireResult<usize> {
+    let before = out.len();
+    match out {
+        Values::Int64(v) => wire::int64_list(record, f, v)?,
+        Values::Float32(v) => wire::float_list(record, f, v)?,
+        Values::String(v) => wire::bytes_list(record, f, v)?,
+        // Plans only build int64, float32 and string columns.
+        _ => {}
+    }
+    Ok(out.len() - before)
+}
+
+/// The per-record context for filling columns.
+#[derive(Clone, Copy)]
+struct Ctx<'r> {
+    record: &'r [u8],
+    /// The batch row being written.
+    row: i64,
+    at: &'r Location,
+    found: &'r Found,
+    generation: u32,
+    keys: &'r KeyTable,
+}
+
+impl<'r> Ctx<'r> {
+    fn malformed(&self, e: WireError) -> Error {
+        Error::Malformed {
+            at: self.at.clone(),
+            message: "Feature",
+            reason: e.reason,
+            offset: e.offset,
+        }
+    }
+
+    fn problem(&self, feature: &str, problem: FeatureProblem) -> Error {
+        Error::Feature {
+            at: self.at.clone(),
+            feature: feature.to_string(),
+            problem,
+        }
+    }
+
+    /// The feature stored under `slot`: `None` when absent or when it has
+    /// no kind (TensorFlow treats both as missing); a type mismatch is an
+    /// error naming `feature`.
+    #[inline]
+    fn feature(&self, slot: u32, dtype: DType) -> Result<Option<FeatureRef>> {
+        let Some(span) = self.found.get(slot, self.generation) else {
+            return Ok(None);
+        };
+        let f = wire::feature(span.cursor(self.record)).map_err(|e| self.malformed(e))?;
+        match f.kind {
+            None => Ok(None),
+            Some(k) if k == wanted_kind(dtype) => Ok(Some(f)),
+            Some(k) => Err(self.problem(
+                &self.keys.name(slot),
+                FeatureProblem::TypeMismatch {
+                    expected: dtype,
+                    actual: k.name(),
+                },
+            )),
+        }
+    }
+
+    fn column(
+        &self,
+        name: &str,
+        plan: &ColumnPlan,
+        builder: &mut ColumnBuilder,
+        scratch: &mut Scratch,
+    ) -> Result<()> {
+        match (plan, builder) {
+            (
+                ColumnPlan::Dense {
+                    key,
+                    dtype,
+                    row_len,
+                    default,
+                    ..
+                },
+                ColumnBuilder::Dense(b),
+            ) => {
+                match self.feature(*key, *dtype)? {
+                    Some(f) => {
+                        let n = append(self.record, &f, &mut b.values)
+                            .map_err(|e| self.malformed(e))?;
+                        if n != *row_len {
+                            return Err(self.problem(
+                                name,
+                                FeatureProblem::WrongCount {
+                                    expected: *row_len,
+                                    actual: n,
+                                },
+                            ));
+                        }
+                    }
+                    None => match default {
+                        Some(d) => b.values.extend_from(d),
+                        None => return Err(self.problem(name, FeatureProblem::Missing)),
+                    },
+                }
+                b.end_row();
+            }
+            (ColumnPlan::Varlen { key, dtype }, ColumnBuilder::Sparse(b)) => {
+                if let Some(f) = self.feature(*key, *dtype)? {
+                    let n = append(self.record, &f, &mut b.values).map_err(|e| self.malformed(e))?;
+                    let row = self.row;
+                    b.indices.reserve(2 * n);
+                    for j in 0..n as i64 {
+                        b.indices.push(row);
+                        b.indices.push(j);
+                    }
+                    b.shape[0] = b.shape[0].max(n as i64);
+                }
+            }
+            (
+                ColumnPlan::Sparse {
+                    index_keys,
+                    value_key,
+                    dtype,
+                    sizes,
+                    already_sorted,
+                },
+                ColumnBuilder::Sparse(b),
+            ) => self.sparse(name, index_keys, *value_key, *dtype, sizes, *already_sorted, b, scratch)?,
+            (
+                ColumnPlan::Ragged {
+                    value_key,
+                    dtype,
+                    partitions,
+                    ..
+                },
+                ColumnBuilder::Ragged(b),
+            ) => {
+                if let Some(f) = self.feature(*value_key, *dtype)? {
+                    append(self.record, &f, &mut b.values).map_err(|e| self.malformed(e))?;
+                }
+                for (i, (_, key)) in partitions.iter().enumerate() {
+                    if let Some(key) = key {
+                        if let Some(f) = self.feature(*key, DType::Int64)? {
+                            wire::int64_list(self.record, &f, &mut b.partitions[i].values)
+                                .map_err(|e| self.malformed(e))?;
+                        }
+                    }
+                }
+                b.end_row();
+            }
+            (
+                ColumnPlan::Padded {
+                    key,
+                    dtype,
+                    item_len,
+                    ..
+                },
+                ColumnBuilder::Padded(b),
+            ) => {
+                let mut steps = 0;
+                if let Some(f) = self.feature(*key, *dtype)? {
+                    let n = append(self.record, &f, &mut b.values).map_err(|e| self.malformed(e))?;
+                    if *item_len == 0 {
+                        if n != 0 {
+                            return Err(self.problem(
+                                name,
+                                FeatureProblem::NotMultiple {
+                                    item: 0,
+                                    actual: n,
+                                },
+                            ));
+                        }
+                    } else if n % item_len != 0 {
+                        return Err(self.problem(
+                            name,
+                            FeatureProblem::NotMultiple {
+                                item: *item_len,
+                                actual: n,
+                            },
+                        ));
+                    } else {
+                        steps = n / item_len;
+                    }
+                }
+                b.steps.push(steps);
+            }
+            _ => unreachable!("plan and builder layouts always match"),
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn sparse(
+        &self,
+        name: &str,
+        index_keys: &[u32],
+        value_key: u32,
+        dtype: DType,
+        sizes: &[i64],
+        already_sorted: bool,
+        b: &mut SparseBuilder,
+        scratch: &mut Scratch,
+    ) -> Result<()> {
+        let start = b.values.len();
+        let nnz = match self.feature(value_key, dtype)? {
+            Some(f) => append(self.record, &f, &mut b.values).map_err(|e| self.malformed(e))?,
+            None => 0,
+        };
+        let rank = index_keys.len();
+        for (k, &key) in index_keys.iter().enumerate() {
+            let ids = &mut scratch.ids[k];
+            ids.clear();
+            if let Some(f) = self.feature(key, DType::Int64)? {
+                wire::int64_list(self.record, &f, ids).map_err(|e| self.malformed(e))?;
+            }
+            if ids.len() != nnz {
+                return Err(self.problem(
+                    name,
+                    FeatureProblem::IndexCountMismatch {
+                        indices: ids.len(),
+                        values: nnz,
+                    },
+                ));
+            }
+            if let Some(&bad) = ids.iter().find(|&&i| i < 0 || i >= sizes[k]) {
+                return Err(self.problem(
+                    name,
+                    FeatureProblem::IndexOutOfRange {
+                        index: bad,
+                        size: sizes[k],
+                    },
+                ));
+            }
+        }
+        let ids = &scratch.ids[..rank];
+        let less = |a: usize, b: usize| {
+            for id in ids {
+                match id[a].cmp(&id[b]) {
+                    std::cmp::Ordering::Equal => continue,
+                    o => return o,
+                }
+            }
+            std::cmp::Ordering::Equal
+        };
+        let sorted = already_sorted || (1..nnz).all(|i| less(i - 1, i) != std::cmp::Ordering::Greater);
+        let row = self.row;
+        b.indices.reserve(nnz * (rank + 1));
+        if sorted {
+            for i in 0..nnz {
+                b.indices.push(row);
+                b.indices.extend(ids.iter().map(|id| id[i]));
+            }
+        } else {
+            let order = &mut scratch.order;
+            order.clear();
+            order.extend(0..nnz);
+            order.sort_by(|&a, &b| less(a, b));
+            for &i in order.iter() {
+                b.indices.push(row);
+                b.indices.extend(ids.iter().map(|id| id[i]));
+            }
+            permute_tail(&mut b.values, start, order);
+        }
+        Ok(())
+    }
+
+    fn sequence_column(&self, name: &str, plan: &SequencePlan, builder: &mut ColumnBuilder) -> Result<()> {
+        let (key, dtype) = match plan {
+            SequencePlan::Dense { key, dtype, .. }
+            | SequencePlan::Varlen { key, dtype }
+            | SequencePlan::Ragged { key, dtype, .. } => (*key, *dtype),
+        };
+        let list = self.found.get(key, self.generation);
+        let mut steps = 0usize;
+        match (plan, builder) {
+            (
+                SequencePlan::Dense {
+                    item_len,
+                    allow_missing,
+                    ..
+                },
+                ColumnBuilder::Padded(b),
+            ) => {
+                let Some(list) = list else {
+                    if *allow_missing {
+                        b.steps.push(0);
+                        return Ok(());
+                    }
+                    return Err(self.problem(name, FeatureProblem::Missing));
+                };
+                self.for_each_step(list, dtype, name, |f| {
+                    let n = match f {
+                        Some(f) => append(self.record, &f, &mut b.values).map_err(|e| self.malformed(e))?,
+                        None => 0,
+                    };
+                    if n != *item_len {
+                        return Err(self.problem(
+                            name,
+                            FeatureProblem::WrongCount {
+                                expected: *item_len,
+                                actual: n,
+                            },
+                        ));
+                    }
+                    steps += 1;
+                    Ok(())
+                })?;
+                b.steps.push(steps);
+            }
+            (SequencePlan::Varlen { .. }, ColumnBuilder::Sparse(b)) => {
+                let row = self.row;
+                if let Some(list) = list {
+                    let mut max_values = 0i64;
+                    self.for_each_step(list, dtype, name, |f| {
+                        let n = match f {
+                            Some(f) => {
+                                append(self.record, &f, &mut b.values).map_err(|e| self.malformed(e))?
+                            }
+                            None => 0,
+                        };
+                        for j in 0..n as i64 {
+                            b.indices.extend([row, steps as i64, j]);
+                        }
+                        max_values = max_values.max(n as i64);
+                        steps += 1;
+                        Ok(())
+                    })?;
+                    b.shape[0] = b.shape[0].max(steps as i64);
+                    b.shape[1] = b.shape[1].max(max_values);
+                }
+            }
+            (SequencePlan::Ragged { .. }, ColumnBuilder::Ragged(b)) => {
+                if let Some(list) = list {
+                    let (values, partitions) = (&mut b.values, &mut b.partitions);
+                    self.for_each_step(list, dtype, name, |f| {
+                        let n = match f {
+                            Some(f) => append(self.record, &f, values).map_err(|e| self.malformed(e))?,
+                            None => 0,
+                        };
+                        partitions[0].values.push(n as i64);
+                        Ok(())
+                    })?;
+                }
+                b.end_row();
+            }
+            _ => unreachable!("plan and builder layouts always match"),
+        }
+        Ok(())
+    }
+
+    /// Calls `f` with each step (Feature) of a FeatureList, type-checked.
+    fn for_each_step(
+        &self,
+        list: Span,
+        dtype: DType,
+        name: &str,
+        mut f: impl FnMut(Option<FeatureRef>) -> Result<()>,
+    ) -> Result<()> {
+        let mut c = list.cursor(self.record);
+        while !c.at_end() {
+            let (field, wt) = c.tag().map_err(|e| self.malformed(e))?;
+            if field != 1 || wt != LEN {
+                c.skip(wt).map_err(|e| self.malformed(e))?;
+                continue;
+            }
+            let step = c.message().map_err(|e| self.malformed(e))?;
+            let feature = wire::feature(step).map_err(|e| self.malformed(e))?;
+            match feature.kind {
+                Some(k) if k != wanted_kind(dtype) => {
+                    return Err(self.problem(
+                        name,
+                        FeatureProblem::TypeMismatch {
+                            expected: dtype,
+                            actual: k.name(),
+                        },
+                    ));
+                }
+                Some(_) => f(Some(feature))?,
+                None => f(None)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reorders `values[start..]` so that position `k` holds the old value at
+/// `start + order[k]`.
+fn permute_tail(values: &mut Values, start: usize, order: &[usize]) {
+    fn go<T: Copy>(v: &mut Vec<T>, start: usize, order: &[usize]) {
+        let tail: Vec<T> = v[start..].to_vec();
+        for (k, &i) in order.iter().enumerate() {
+            v[start + k] = tail[i];
+        }
+    }
+    match values {
+        Values::Int64(v) => go(v, start, order),
+        Values::Float32(v) => go(v, start, order),
+        Values::Int32(v) => go(v, start, order),
+        Values::Float64(v) => go(v, start, order),
+        Values::Bool(v) => go(v, start, order),
+        Values::String(s) => {
+            let mut tail = StringValues::new();
+            tail.extend_from_range(s, start..s.len());
+            s.truncate(start);
+            for &i in order {
+                s.push(tail.get(i).unwrap_or_default());
+            }
+        }
+    }
+}
+
+impl grist_tensor::Decoder for ExampleDecoder {
+    type Error = Error;
+
+    fn specs(&self) -> &[FeatureSpec] {
+        &self.plan.specs
+    }
+
+    fn new_batch(&self, rows: usize) -> BatchBuilder {
+        ExampleDecoder::new_batch(self, rows)
+    }
+
+    fn decode_chunk(&mut self, chunk: &Chunk, rows: Range<usize>, out: &mut BatchBuilder) -> Result<()> {
+        for i in rows {
+            let at = Location::new(chunk.file.clone(), chunk.first_record + i as u64);
+            let record = chunk.record(i).ok_or_else(|| Error::RecordOutOfRange {
+                file: chunk.file.clone(),
+                record: at.record,
+                count: chunk.first_record + chunk.record_count as u64,
+            })?;
+            self.decode(record, &at, out)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,131 @@
+//! tf.Example / tf.SequenceExample parse tests against the golden corpus:
+//! every parse of every tfrecord case, batch by batch, as TensorFlow gave it.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use grist_tensor::SpecFile;
+use grist_tensor::json::{batch_to_json, compare_json};
+use grist_tfrecord::{Error, ExampleDecoder, ReaderOptions, RecordReader};
+use serde_json::Value;
+
+use crate::support::tfrecord_cases;
+
+/// Reads every record of a (good) file.
+fn read_all(path: &Path) -> Vec<Vec<u8>> {
+    let mut reader = RecordReader::open(path, ReaderOptions::default()).unwrap();
+    let mut out = Vec::new();
+    while let Some(r) = reader.next_record().unwrap() {
+        out.push(r.to_vec());
+    }
+    out
+}
+
+/// The outcome of running one manifest parse: the batches that succeeded,
+/// then the error (and the index of the failing batch), if any.
+struct Outcome {
+    batches: Vec<Value>,
+    error: Option<(usize, Error)>,
+}
+
+fn run_parse(parse: &Value, records: &[Vec<u8>], file: &Arc<str>) -> Outcome {
+    let spec = SpecFile::from_value(parse).unwrap();
+    let batch_size = spec.batch_size.unwrap();
+    let mut decoder = match ExampleDecoder::from_spec_file(&spec) {
+        Ok(d) => d,
+        Err(e) => {
+            return Outcome {
+                batches: Vec::new(),
+                error: Some((0, e)),
+            };
+        }
+    };
+    let mut batches = Vec::new();
+    for (b, chunk) in records.chunks(batch_size).enumerate() {
+        if spec.drop_remainder == Some(true) && chunk.len() < batch_size {
+            break;
+        }
+        let first = (b * batch_size) as u64;
+        match decoder.decode_batch(file, first, chunk.iter().map(|r| &r[..])) {
+            Ok(batch) => batches.push(batch_to_json(&batch)),
+            Err(e) => {
+                return Outcome {
+                    batches,
+                    error: Some((b, e)),
+                };
+            }
+        }
+    }
+    Outcome {
+        batches,
+        error: None,
+    }
+}
+
+/// TensorFlow's error class for one of our errors.
+fn tf_error_class(e: &Error) -> &'static str {
+    match e {
+        Error::Spec(_) => "ValueError",
+        Error::Feature { .. } | Error::Malformed { .. } => "InvalidArgumentError",
+        _ => "other",
+    }
+}
+
+#[test]
+fn every_corpus_parse_matches_tensorflow() {
+    let mut checked = 0;
+    for case in tfrecord_cases() {
+        if case.expected["expected"] != "ok" {
+            continue;
+        }
+        let records: Vec<Vec<u8>> = case.files.iter().flat_map(|f| read_all(f)).collect();
+        let file: Arc<str> = case.files[0].display().to_string().into();
+        for parse in case.expected["parses"].as_array().unwrap() {
+            let id = format!("{}/{}", case.name, parse["id"].as_str().unwrap());
+            let outcome = run_parse(parse, &records, &file);
+            let expected_batches = parse["batches"].as_array().cloned().unwrap_or_default();
+            match (parse["outcome"].as_str().unwrap(), &outcome.error) {
+                ("ok", None) => {
+                    assert_eq!(outcome.batches.len(), expected_batches.len(), "{id}: batch count");
+                }
+                ("ok", Some((b, e))) => panic!("{id}: batch {b} failed: {e}"),
+                ("error", None) => panic!("{id}: expected an error, got none"),
+                ("error", Some((b, e))) => {
+                    let err = &parse["error"];
+                    assert_eq!(
+                        *b as u64,
+                        err["failing_batch_index"].as_u64().unwrap(),
+                        "{id}: failing batch ({e})"
+                    );
+                    assert_eq!(
+                        tf_error_class(e),
+                        err["error_class"].as_str().unwrap(),
+                        "{id}: error class of {e}"
+                    );
+                    assert_eq!(
+                        outcome.batches.len() as u64,
+                        err["batches_before_error"].as_u64().unwrap(),
+                        "{id}"
+                    );
+                    // Our message names the feature TensorFlow names.
+                    let msg = e.to_string();
+                    if let Error::Feature { feature, .. } = e {
+                        assert!(
+                            err["message"].as_str().unwrap().contains(feature.as_str()),
+                            "{id}: {msg} vs {}",
+                            err["message"]
+                        );
+                    }
+                }
+                (other, _) => panic!("{id}: unknown outcome {other}"),
+            }
+            for (i, (want, got)) in expected_batches.iter().zip(&outcome.batches).enumerate() {
+                if let Err(m) = compare_json(want, got) {
+                    panic!("{id}: batch {i}: {m}\nexpected {want}\nactual   {got}");
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 15, "only {checked} parses checked");
+}
