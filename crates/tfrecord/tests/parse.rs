@@ -129,3 +129,70 @@ fn every_corpus_parse_matches_tensorflow() {
     }
     assert!(checked >= 15, "only {checked} parses checked");
 }
+
+/// Whether a case's records are `SequenceExample`s (from its parses).
+fn is_sequence_case(expected: &Value) -> bool {
+    expected["parses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|p| p["api"] == "tf.io.parse_sequence_example")
+}
+
+#[test]
+fn generic_decode_matches_decoded_records() {
+    let mut checked = 0;
+    for case in tfrecord_cases() {
+        let Some(want) = case.expected["decoded_records"].as_array() else {
+            continue;
+        };
+        let records: Vec<Vec<u8>> = case.files.iter().flat_map(|f| read_all(f)).collect();
+        assert_eq!(records.len(), want.len(), "{}", case.name);
+        let sequence = is_sequence_case(&case.expected);
+        for (i, (record, want)) in records.iter().zip(want).enumerate() {
+            let at = grist_tfrecord::Location::new("".into(), i as u64);
+            let got = if sequence {
+                grist_tfrecord::sequence_example_to_json(record, &at)
+            } else {
+                grist_tfrecord::example_to_json(record, &at)
+            }
+            .unwrap();
+            if let Err(m) = compare_json(want, &got) {
+                panic!("{} record {i}: {m}", case.name);
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 30, "only {checked} records checked");
+}
+
+#[test]
+fn encoded_batches_decode_to_the_same_batches() {
+    let mut checked = 0;
+    for case in tfrecord_cases() {
+        if case.expected["expected"] != "ok" {
+            continue;
+        }
+        let records: Vec<Vec<u8>> = case.files.iter().flat_map(|f| read_all(f)).collect();
+        let file: Arc<str> = "mem".into();
+        for parse in case.expected["parses"].as_array().unwrap() {
+            if parse["outcome"] != "ok" {
+                continue;
+            }
+            let spec = SpecFile::from_value(parse).unwrap();
+            let mut decoder = ExampleDecoder::from_spec_file(&spec).unwrap();
+            for chunk in records.chunks(spec.batch_size.unwrap()) {
+                let batch = decoder.decode_batch(&file, 0, chunk.iter().map(|r| &r[..])).unwrap();
+                let encoded = grist_tfrecord::encode_batch(&batch, &spec).unwrap();
+                let again = decoder
+                    .decode_batch(&file, 0, encoded.iter().map(|r| &r[..]))
+                    .unwrap();
+                if let Err(m) = compare_json(&batch_to_json(&batch), &batch_to_json(&again)) {
+                    panic!("{} {}: {m}", case.name, parse["id"]);
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 10);
+}
