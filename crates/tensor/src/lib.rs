@@ -42,6 +42,7 @@ mod limits;
 mod ndarray;
 mod source;
 mod spec;
+pub mod synth;
 mod tensor;
 
 pub use builder::{
