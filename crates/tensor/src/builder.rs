@@ -343,13 +343,14 @@ fn compose(
                 let consistent = p.row_splits.len() == batch + 1
                     && p.row_splits.first() == Some(&0)
                     && p.row_splits.windows(2).all(|w| w[0] <= w[1])
-                    && p.row_splits.last().is_some_and(|&e| e as usize <= p.values.len());
+                    && p.row_splits
+                        .last()
+                        .is_some_and(|&e| e as usize <= p.values.len());
                 if !consistent {
                     return Err("partition buffer row splits are inconsistent".into());
                 }
-                let rows = |r: usize| {
-                    &p.values[p.row_splits[r] as usize..p.row_splits[r + 1] as usize]
-                };
+                let rows =
+                    |r: usize| &p.values[p.row_splits[r] as usize..p.row_splits[r + 1] as usize];
                 let starts = &levels[0];
                 match kind {
                     PartitionKind::RowLengths => {
@@ -368,18 +369,22 @@ fn compose(
                         let mut level = Vec::with_capacity(p.values.len() + 1);
                         outer.push(0);
                         level.push(0);
-                        for r in 0..batch {
+                        for (r, &start) in starts.iter().take(batch).enumerate() {
                             let v = rows(r);
-                            let v = if drop_first && !v.is_empty() { &v[1..] } else { v };
-                            level.extend(v.iter().map(|x| x.wrapping_add(starts[r])));
+                            let v = if drop_first && !v.is_empty() {
+                                &v[1..]
+                            } else {
+                                v
+                            };
+                            level.extend(v.iter().map(|x| x.wrapping_add(start)));
                             outer.push((level.len() - 1) as i64);
                         }
                         (outer, Some(level))
                     }
                     PartitionKind::RowStarts => {
                         let mut level = Vec::with_capacity(p.values.len() + 1);
-                        for r in 0..batch {
-                            level.extend(rows(r).iter().map(|x| x.wrapping_add(starts[r])));
+                        for (r, &start) in starts.iter().take(batch).enumerate() {
+                            level.extend(rows(r).iter().map(|x| x.wrapping_add(start)));
                         }
                         level.push(nrows_values as i64);
                         (p.row_splits.clone(), Some(level))
@@ -391,14 +396,21 @@ fn compose(
                         let mut base = 0i64;
                         for r in 0..batch {
                             let v = rows(r);
-                            let nrows = v.iter().copied().max().map_or(0, |m| m.saturating_add(1)).max(0);
+                            let nrows = v
+                                .iter()
+                                .copied()
+                                .max()
+                                .map_or(0, |m| m.saturating_add(1))
+                                .max(0);
                             if let Some(&neg) = v.iter().find(|&&x| x < 0) {
                                 return Err(format!("negative value_rowid {neg}"));
                             }
                             adjusted.extend(v.iter().map(|x| x + base));
                             base = base.saturating_add(nrows);
                             if base as u64 > max_rows as u64 {
-                                return Err(format!("value_rowids describe {base} rows, over the limit"));
+                                return Err(format!(
+                                    "value_rowids describe {base} rows, over the limit"
+                                ));
                             }
                             outer.push(base);
                         }
@@ -506,8 +518,10 @@ impl PaddedBuilder {
 
     fn finish(&mut self) -> (DenseTensor, Vec<i64>) {
         let max_steps = self.steps.iter().copied().max().unwrap_or(0);
-        let mut values =
-            Values::with_capacity(self.values.dtype(), self.steps.len() * max_steps * self.item_len);
+        let mut values = Values::with_capacity(
+            self.values.dtype(),
+            self.steps.len() * max_steps * self.item_len,
+        );
         let mut at = 0;
         for &s in &self.steps {
             let n = s * self.item_len;
@@ -564,7 +578,12 @@ impl BatchBuilder {
     }
 
     /// Adds a column.
-    pub fn push_column(&mut self, name: impl Into<String>, section: Section, builder: ColumnBuilder) {
+    pub fn push_column(
+        &mut self,
+        name: impl Into<String>,
+        section: Section,
+        builder: ColumnBuilder,
+    ) {
         self.columns.push(BuilderColumn {
             name: name.into(),
             section,
@@ -653,7 +672,11 @@ impl BatchBuilder {
     ///
     /// When `other` has different columns (a caller bug).
     pub fn append(&mut self, other: BatchBuilder) {
-        assert_eq!(self.columns.len(), other.columns.len(), "append: columns differ");
+        assert_eq!(
+            self.columns.len(),
+            other.columns.len(),
+            "append: columns differ"
+        );
         let offset = self.rows;
         for (mine, theirs) in self.columns.iter_mut().zip(other.columns) {
             match (&mut mine.builder, theirs.builder) {
@@ -716,9 +739,26 @@ mod tests {
 
     fn sample(rows: std::ops::Range<i64>) -> BatchBuilder {
         let mut b = BatchBuilder::new();
-        b.push_column("d", Section::Features, ColumnBuilder::Dense(DenseBuilder::new(DType::Int64, vec![2])));
-        b.push_column("s", Section::Features, ColumnBuilder::Sparse(SparseBuilder::new(DType::Int64, vec![0])));
-        b.push_column("r", Section::Features, ColumnBuilder::Ragged(RaggedBuilder::new(DType::Int64, &[PartitionKind::RowLengths], DType::Int64, &Limits::default())));
+        b.push_column(
+            "d",
+            Section::Features,
+            ColumnBuilder::Dense(DenseBuilder::new(DType::Int64, vec![2])),
+        );
+        b.push_column(
+            "s",
+            Section::Features,
+            ColumnBuilder::Sparse(SparseBuilder::new(DType::Int64, vec![0])),
+        );
+        b.push_column(
+            "r",
+            Section::Features,
+            ColumnBuilder::Ragged(RaggedBuilder::new(
+                DType::Int64,
+                &[PartitionKind::RowLengths],
+                DType::Int64,
+                &Limits::default(),
+            )),
+        );
         b.push_sequence_column("p", PaddedBuilder::new(vec![], Values::Int64(vec![-1])));
         for (local, r) in rows.enumerate() {
             for c in b.columns_mut() {
@@ -803,11 +843,22 @@ mod tests {
         first.append(sample(2..5));
         assert_eq!(first.finish().unwrap(), whole);
         let r = whole.get("r").unwrap().as_ragged().unwrap();
-        assert_eq!(r.nested_row_splits, vec![vec![0, 0, 1, 3, 6, 10], (0..=10).collect::<Vec<_>>()]);
+        assert_eq!(
+            r.nested_row_splits,
+            vec![vec![0, 0, 1, 3, 6, 10], (0..=10).collect::<Vec<_>>()]
+        );
         assert_eq!(whole.rows(), 5);
-        let p = whole.get_in(Section::FeatureLists, "p").unwrap().as_dense().unwrap();
+        let p = whole
+            .get_in(Section::FeatureLists, "p")
+            .unwrap()
+            .as_dense()
+            .unwrap();
         assert_eq!(p.shape, vec![5, 4]);
-        let lens = whole.get_in(Section::FeatureListLengths, "p").unwrap().as_dense().unwrap();
+        let lens = whole
+            .get_in(Section::FeatureListLengths, "p")
+            .unwrap()
+            .as_dense()
+            .unwrap();
         assert_eq!(lens.values, Values::Int64(vec![0, 1, 2, 3, 4]));
     }
 }

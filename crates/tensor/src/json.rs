@@ -195,7 +195,11 @@ pub fn compare_json(expected: &Value, actual: &Value) -> Result<(), JsonMismatch
 fn compare_at(expected: &Value, actual: &Value, path: &mut String) -> Result<(), JsonMismatch> {
     let fail = |path: &str, detail: String| {
         Err(JsonMismatch {
-            path: if path.is_empty() { "/".into() } else { path.into() },
+            path: if path.is_empty() {
+                "/".into()
+            } else {
+                path.into()
+            },
             detail,
         })
     };
@@ -267,6 +271,9 @@ mod tests {
     fn bytes_use_base64_when_not_utf8() {
         assert_eq!(bytes_to_json(b"ok"), json!("ok"));
         assert_eq!(bytes_to_json(&[0xff]), json!({"base64": "/w=="}));
-        assert_eq!(bytes_from_json(&json!({"base64": "/w=="})).unwrap(), vec![0xff]);
+        assert_eq!(
+            bytes_from_json(&json!({"base64": "/w=="})).unwrap(),
+            vec![0xff]
+        );
     }
 }

@@ -108,7 +108,10 @@ pub struct SparseSpec {
 impl SparseSpec {
     /// The index keys (tf.Example form), empty in ATDS form.
     pub fn index_keys(&self) -> &[String] {
-        self.index_key.as_ref().map(OneOrMany::as_slice).unwrap_or(&[])
+        self.index_key
+            .as_ref()
+            .map(OneOrMany::as_slice)
+            .unwrap_or(&[])
     }
 
     /// The dense shape without the batch dimension: `size` (tf.Example
@@ -538,7 +541,9 @@ mod tests {
 
     #[test]
     fn rejects_unknown_kind() {
-        let err = serde_json::from_str::<FeatureSpec>(r#"{"name": "x", "kind": "blob", "dtype": "int64"}"#);
+        let err = serde_json::from_str::<FeatureSpec>(
+            r#"{"name": "x", "kind": "blob", "dtype": "int64"}"#,
+        );
         assert!(err.is_err());
     }
 

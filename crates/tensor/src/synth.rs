@@ -112,9 +112,11 @@ pub fn prod19(rows: usize, seed: u64) -> Batch {
         let values = match (name, dtype) {
             ("s_bool", _) => Values::Int64((0..rows).map(|_| rng.below(2) as i64).collect()),
             ("s_int", _) => Values::Int64((0..rows).map(|_| rng.below(1_000_000) as i64).collect()),
-            (_, DType::Int64) => {
-                Values::Int64((0..rows).map(|_| rng.below(1_000_000_000_000) as i64).collect())
-            }
+            (_, DType::Int64) => Values::Int64(
+                (0..rows)
+                    .map(|_| rng.below(1_000_000_000_000) as i64)
+                    .collect(),
+            ),
             _ => Values::Float32((0..rows).map(|_| rng.normal() as f32).collect()),
         };
         columns.push(dense_column(name, vec![rows], values));
@@ -125,7 +127,11 @@ pub fn prod19(rows: usize, seed: u64) -> Batch {
             DType::Int64 if name == "d_i32_0" => {
                 Values::Int64((0..n).map(|_| rng.below(1_000_000) as i64).collect())
             }
-            DType::Int64 => Values::Int64((0..n).map(|_| rng.below(1_000_000_000_000) as i64).collect()),
+            DType::Int64 => Values::Int64(
+                (0..n)
+                    .map(|_| rng.below(1_000_000_000_000) as i64)
+                    .collect(),
+            ),
             _ => Values::Float32((0..n).map(|_| rng.normal() as f32).collect()),
         };
         columns.push(dense_column(name, vec![rows, len], values));

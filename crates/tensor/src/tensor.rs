@@ -226,11 +226,7 @@ impl Values {
             (Values::Float32(a), Values::Float32(b)) => a.extend_from_slice(&b[range]),
             (Values::Float64(a), Values::Float64(b)) => a.extend_from_slice(&b[range]),
             (Values::String(a), Values::String(b)) => a.extend_from_range(b, range),
-            (a, b) => panic!(
-                "extend_from_range: dtype {} into {}",
-                b.dtype(),
-                a.dtype()
-            ),
+            (a, b) => panic!("extend_from_range: dtype {} into {}", b.dtype(), a.dtype()),
         }
     }
 

@@ -152,8 +152,7 @@ impl ExampleDecoder {
                     ..
                 } => {
                     let kinds: Vec<_> = partitions.iter().map(|(k, _)| *k).collect();
-                    let mut r =
-                        RaggedBuilder::new(*dtype, &kinds, *row_splits_dtype, &self.limits);
+                    let mut r = RaggedBuilder::new(*dtype, &kinds, *row_splits_dtype, &self.limits);
                     r.validate = *validate;
                     ColumnBuilder::Ragged(r)
                 }
@@ -173,7 +172,10 @@ impl ExampleDecoder {
                         DType::Float32 => Values::Float32(vec![0.0]),
                         _ => Values::String([&b""[..]].into_iter().collect()),
                     };
-                    b.push_sequence_column(name.clone(), PaddedBuilder::new(item_shape.clone(), zero));
+                    b.push_sequence_column(
+                        name.clone(),
+                        PaddedBuilder::new(item_shape.clone(), zero),
+                    );
                 }
                 SequencePlan::Varlen { dtype, .. } => b.push_column(
                     name.clone(),
@@ -218,7 +220,12 @@ impl ExampleDecoder {
 
     /// Finishes a batch built by [`decode`](Self::decode), reporting a
     /// ragged feature whose partitions cannot be applied.
-    pub fn finish(&self, out: &mut BatchBuilder, file: &Arc<str>, first_record: u64) -> Result<Batch> {
+    pub fn finish(
+        &self,
+        out: &mut BatchBuilder,
+        file: &Arc<str>,
+        first_record: u64,
+    ) -> Result<Batch> {
         out.finish().map_err(|e| match e {
             grist_tensor::TensorError::BadRagged { feature, reason } => Error::Feature {
                 at: Location::new(file.clone(), first_record),
@@ -251,7 +258,12 @@ impl ExampleDecoder {
         self.generation = self.generation.wrapping_add(1);
         if self.generation == 0 {
             // Wrapped: clear so stale entries cannot match.
-            for s in self.found.slots.iter_mut().chain(self.found_lists.slots.iter_mut()) {
+            for s in self
+                .found
+                .slots
+                .iter_mut()
+                .chain(self.found_lists.slots.iter_mut())
+            {
                 *s = (0, Span::default());
             }
             self.generation = 1;
@@ -354,7 +366,12 @@ fn scan_features(
     Ok(())
 }
 
-fn scan_example(record: &[u8], keys: &KeyTable, found: &mut Found, generation: u32) -> wire::WireResult<()> {
+fn scan_example(
+    record: &[u8],
+    keys: &KeyTable,
+    found: &mut Found,
+    generation: u32,
+) -> wire::WireResult<()> {
     let mut c = Cursor::new(record);
     while !c.at_end() {
         let (field, wt) = c.tag()?;
@@ -505,7 +522,8 @@ impl<'r> Ctx<'r> {
             }
             (ColumnPlan::Varlen { key, dtype }, ColumnBuilder::Sparse(b)) => {
                 if let Some(f) = self.feature(*key, *dtype)? {
-                    let n = append(self.record, &f, &mut b.values).map_err(|e| self.malformed(e))?;
+                    let n =
+                        append(self.record, &f, &mut b.values).map_err(|e| self.malformed(e))?;
                     let row = self.row;
                     b.indices.reserve(2 * n);
                     for j in 0..n as i64 {
@@ -524,7 +542,16 @@ impl<'r> Ctx<'r> {
                     already_sorted,
                 },
                 ColumnBuilder::Sparse(b),
-            ) => self.sparse(name, index_keys, *value_key, *dtype, sizes, *already_sorted, b, scratch)?,
+            ) => self.sparse(
+                name,
+                index_keys,
+                *value_key,
+                *dtype,
+                sizes,
+                *already_sorted,
+                b,
+                scratch,
+            )?,
             (
                 ColumnPlan::Ragged {
                     value_key,
@@ -558,15 +585,13 @@ impl<'r> Ctx<'r> {
             ) => {
                 let mut steps = 0;
                 if let Some(f) = self.feature(*key, *dtype)? {
-                    let n = append(self.record, &f, &mut b.values).map_err(|e| self.malformed(e))?;
+                    let n =
+                        append(self.record, &f, &mut b.values).map_err(|e| self.malformed(e))?;
                     if *item_len == 0 {
                         if n != 0 {
                             return Err(self.problem(
                                 name,
-                                FeatureProblem::NotMultiple {
-                                    item: 0,
-                                    actual: n,
-                                },
+                                FeatureProblem::NotMultiple { item: 0, actual: n },
                             ));
                         }
                     } else if n % item_len != 0 {
@@ -641,7 +666,8 @@ impl<'r> Ctx<'r> {
             }
             std::cmp::Ordering::Equal
         };
-        let sorted = already_sorted || (1..nnz).all(|i| less(i - 1, i) != std::cmp::Ordering::Greater);
+        let sorted =
+            already_sorted || (1..nnz).all(|i| less(i - 1, i) != std::cmp::Ordering::Greater);
         let row = self.row;
         b.indices.reserve(nnz * (rank + 1));
         if sorted {
@@ -663,7 +689,12 @@ impl<'r> Ctx<'r> {
         Ok(())
     }
 
-    fn sequence_column(&self, name: &str, plan: &SequencePlan, builder: &mut ColumnBuilder) -> Result<()> {
+    fn sequence_column(
+        &self,
+        name: &str,
+        plan: &SequencePlan,
+        builder: &mut ColumnBuilder,
+    ) -> Result<()> {
         let (key, dtype) = match plan {
             SequencePlan::Dense { key, dtype, .. }
             | SequencePlan::Varlen { key, dtype }
@@ -689,7 +720,9 @@ impl<'r> Ctx<'r> {
                 };
                 self.for_each_step(list, dtype, name, |f| {
                     let n = match f {
-                        Some(f) => append(self.record, &f, &mut b.values).map_err(|e| self.malformed(e))?,
+                        Some(f) => {
+                            append(self.record, &f, &mut b.values).map_err(|e| self.malformed(e))?
+                        }
                         None => 0,
                     };
                     if n != *item_len {
@@ -712,9 +745,8 @@ impl<'r> Ctx<'r> {
                     let mut max_values = 0i64;
                     self.for_each_step(list, dtype, name, |f| {
                         let n = match f {
-                            Some(f) => {
-                                append(self.record, &f, &mut b.values).map_err(|e| self.malformed(e))?
-                            }
+                            Some(f) => append(self.record, &f, &mut b.values)
+                                .map_err(|e| self.malformed(e))?,
                             None => 0,
                         };
                         for j in 0..n as i64 {
@@ -733,7 +765,9 @@ impl<'r> Ctx<'r> {
                     let (values, partitions) = (&mut b.values, &mut b.partitions);
                     self.for_each_step(list, dtype, name, |f| {
                         let n = match f {
-                            Some(f) => append(self.record, &f, values).map_err(|e| self.malformed(e))?,
+                            Some(f) => {
+                                append(self.record, &f, values).map_err(|e| self.malformed(e))?
+                            }
                             None => 0,
                         };
                         partitions[0].values.push(n as i64);
@@ -785,7 +819,7 @@ impl<'r> Ctx<'r> {
 /// Reorders `values[start..]` so that position `k` holds the old value at
 /// `start + order[k]`.
 fn permute_tail(values: &mut Values, start: usize, order: &[usize]) {
-    fn go<T: Copy>(v: &mut Vec<T>, start: usize, order: &[usize]) {
+    fn go<T: Copy>(v: &mut [T], start: usize, order: &[usize]) {
         let tail: Vec<T> = v[start..].to_vec();
         for (k, &i) in order.iter().enumerate() {
             v[start + k] = tail[i];
@@ -819,7 +853,12 @@ impl grist_tensor::Decoder for ExampleDecoder {
         ExampleDecoder::new_batch(self, rows)
     }
 
-    fn decode_chunk(&mut self, chunk: &Chunk, rows: Range<usize>, out: &mut BatchBuilder) -> Result<()> {
+    fn decode_chunk(
+        &mut self,
+        chunk: &Chunk,
+        rows: Range<usize>,
+        out: &mut BatchBuilder,
+    ) -> Result<()> {
         for i in rows {
             let at = Location::new(chunk.file.clone(), chunk.first_record + i as u64);
             let record = chunk.record(i).ok_or_else(|| Error::RecordOutOfRange {

@@ -5,9 +5,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use grist_tensor::{
-    Batch, FeatureSpec, Partition, Section, SpecFile, Tensor, TensorError, Values,
-};
+use grist_tensor::{Batch, FeatureSpec, Partition, Section, SpecFile, Tensor, TensorError, Values};
 use prost::Message;
 
 use crate::error::{Error, Result};
@@ -63,13 +61,21 @@ impl ExampleBuilder {
     }
 
     /// Sets feature `key` to an `int64_list`.
-    pub fn with_int64s(mut self, key: impl Into<String>, values: impl IntoIterator<Item = i64>) -> Self {
+    pub fn with_int64s(
+        mut self,
+        key: impl Into<String>,
+        values: impl IntoIterator<Item = i64>,
+    ) -> Self {
         self.features.insert(key.into(), int64_feature(values));
         self
     }
 
     /// Sets feature `key` to a `float_list`.
-    pub fn with_floats(mut self, key: impl Into<String>, values: impl IntoIterator<Item = f32>) -> Self {
+    pub fn with_floats(
+        mut self,
+        key: impl Into<String>,
+        values: impl IntoIterator<Item = f32>,
+    ) -> Self {
         self.features.insert(key.into(), float_feature(values));
         self
     }
@@ -138,7 +144,8 @@ fn sparse_rows(indices: &[i64], rank: usize, rows: usize) -> Vec<std::ops::Range
 /// 0 is the records themselves; level `i + 1` is indexed by the splits of
 /// level `i`. The last entry ranges over the flat values.
 fn ragged_ranges(splits: &[Vec<i64>], record: usize) -> Vec<std::ops::Range<usize>> {
-    let mut ranges = vec![record..record + 1];
+    let mut ranges = Vec::with_capacity(splits.len() + 1);
+    ranges.push(record..record + 1);
     for level in splits {
         let r = ranges.last().cloned().unwrap_or(0..0);
         let get = |i: usize| level.get(i).copied().unwrap_or(0).max(0) as usize;
@@ -156,14 +163,21 @@ fn encode_column(
 ) -> Result<()> {
     let name = spec.name();
     match (spec, tensor) {
-        (FeatureSpec::Dense(_), Tensor::Dense(d)) | (FeatureSpec::FixedLenSequence(_), Tensor::Dense(d)) => {
-            let row_len = if rows == 0 { 0 } else { d.values.len() / rows };
+        (FeatureSpec::Dense(_), Tensor::Dense(d))
+        | (FeatureSpec::FixedLenSequence(_), Tensor::Dense(d)) => {
+            let row_len = d.values.len().checked_div(rows).unwrap_or(0);
             for (r, features) in out.iter_mut().enumerate() {
-                features.insert(name.to_string(), feature_of(&d.values, r * row_len..(r + 1) * row_len));
+                features.insert(
+                    name.to_string(),
+                    feature_of(&d.values, r * row_len..(r + 1) * row_len),
+                );
             }
         }
         (FeatureSpec::Varlen(_), Tensor::Sparse(s)) => {
-            for (r, range) in sparse_rows(&s.indices, s.rank(), rows).into_iter().enumerate() {
+            for (r, range) in sparse_rows(&s.indices, s.rank(), rows)
+                .into_iter()
+                .enumerate()
+            {
                 out[r].insert(name.to_string(), feature_of(&s.values, range));
             }
         }
@@ -213,7 +227,10 @@ fn encode_column(
                 let values = ranges.last().cloned().unwrap_or(0..0);
                 features.insert(
                     rs.value_key().to_string(),
-                    feature_of(&t.flat_values.values, values.start * inner..values.end * inner),
+                    feature_of(
+                        &t.flat_values.values,
+                        values.start * inner..values.end * inner,
+                    ),
                 );
                 for &(level, p) in &keyed {
                     let rows_here = ranges[level].clone();
@@ -227,8 +244,12 @@ fn encode_column(
                         Partition::RowSplits { .. } => std::iter::once(0)
                             .chain(rows_here.map(|i| bounds(i + 1) - base))
                             .collect(),
-                        Partition::RowLimits { .. } => rows_here.map(|i| bounds(i + 1) - base).collect(),
-                        Partition::RowStarts { .. } => rows_here.map(|i| bounds(i) - base).collect(),
+                        Partition::RowLimits { .. } => {
+                            rows_here.map(|i| bounds(i + 1) - base).collect()
+                        }
+                        Partition::RowStarts { .. } => {
+                            rows_here.map(|i| bounds(i) - base).collect()
+                        }
                         Partition::ValueRowids { .. } => rows_here
                             .clone()
                             .flat_map(|i| {
@@ -247,7 +268,11 @@ fn encode_column(
         (spec, t) => {
             return Err(mismatch(
                 name,
-                format!("a {} spec cannot be written from a {:?} tensor", spec.kind(), layout(t)),
+                format!(
+                    "a {} spec cannot be written from a {:?} tensor",
+                    spec.kind(),
+                    layout(t)
+                ),
             ));
         }
     }
@@ -355,7 +380,11 @@ pub fn encode_batch(batch: &Batch, spec: &SpecFile) -> Result<Vec<Vec<u8>>> {
             (s, t) => {
                 return Err(mismatch(
                     name,
-                    format!("a {} sequence spec cannot be written from a {} tensor", s.kind(), layout(t)),
+                    format!(
+                        "a {} sequence spec cannot be written from a {} tensor",
+                        s.kind(),
+                        layout(t)
+                    ),
                 ));
             }
         }

@@ -291,11 +291,7 @@ fn column(spec: &FeatureSpec, keys: &mut KeyTable, sequence_context: bool) -> Re
             if index_keys.is_empty() || index_keys.len() != sizes.len() {
                 return Err(invalid(
                     name,
-                    format!(
-                        "{} index keys but {} sizes",
-                        index_keys.len(),
-                        sizes.len()
-                    ),
+                    format!("{} index keys but {} sizes", index_keys.len(), sizes.len()),
                 ));
             }
             if let Some(bad) = sizes.iter().find(|&&s| s < 0) {
@@ -313,7 +309,10 @@ fn column(spec: &FeatureSpec, keys: &mut KeyTable, sequence_context: bool) -> Re
             if !matches!(r.row_splits_dtype, DType::Int32 | DType::Int64) {
                 return Err(invalid(
                     name,
-                    format!("row_splits_dtype {} is not int32 or int64", r.row_splits_dtype),
+                    format!(
+                        "row_splits_dtype {} is not int32 or int64",
+                        r.row_splits_dtype
+                    ),
                 ));
             }
             let mut partitions = Vec::new();

@@ -282,7 +282,11 @@ fn for_each_list<'a>(
 
 /// Appends the values of an `Int64List` feature to `out`.
 #[inline]
-pub(crate) fn int64_list(record: &[u8], feature: &FeatureRef, out: &mut Vec<i64>) -> WireResult<()> {
+pub(crate) fn int64_list(
+    record: &[u8],
+    feature: &FeatureRef,
+    out: &mut Vec<i64>,
+) -> WireResult<()> {
     for_each_list(record, feature, |mut list| {
         while !list.at_end() {
             let (field, wt) = list.tag()?;
@@ -305,7 +309,11 @@ pub(crate) fn int64_list(record: &[u8], feature: &FeatureRef, out: &mut Vec<i64>
 
 /// Appends the values of a `FloatList` feature to `out`.
 #[inline]
-pub(crate) fn float_list(record: &[u8], feature: &FeatureRef, out: &mut Vec<f32>) -> WireResult<()> {
+pub(crate) fn float_list(
+    record: &[u8],
+    feature: &FeatureRef,
+    out: &mut Vec<f32>,
+) -> WireResult<()> {
     for_each_list(record, feature, |mut list| {
         while !list.at_end() {
             let (field, wt) = list.tag()?;

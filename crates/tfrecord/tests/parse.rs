@@ -86,7 +86,11 @@ fn every_corpus_parse_matches_tensorflow() {
             let expected_batches = parse["batches"].as_array().cloned().unwrap_or_default();
             match (parse["outcome"].as_str().unwrap(), &outcome.error) {
                 ("ok", None) => {
-                    assert_eq!(outcome.batches.len(), expected_batches.len(), "{id}: batch count");
+                    assert_eq!(
+                        outcome.batches.len(),
+                        expected_batches.len(),
+                        "{id}: batch count"
+                    );
                 }
                 ("ok", Some((b, e))) => panic!("{id}: batch {b} failed: {e}"),
                 ("error", None) => panic!("{id}: expected an error, got none"),
@@ -182,7 +186,9 @@ fn encoded_batches_decode_to_the_same_batches() {
             let spec = SpecFile::from_value(parse).unwrap();
             let mut decoder = ExampleDecoder::from_spec_file(&spec).unwrap();
             for chunk in records.chunks(spec.batch_size.unwrap()) {
-                let batch = decoder.decode_batch(&file, 0, chunk.iter().map(|r| &r[..])).unwrap();
+                let batch = decoder
+                    .decode_batch(&file, 0, chunk.iter().map(|r| &r[..]))
+                    .unwrap();
                 let encoded = grist_tfrecord::encode_batch(&batch, &spec).unwrap();
                 let again = decoder
                     .decode_batch(&file, 0, encoded.iter().map(|r| &r[..]))
