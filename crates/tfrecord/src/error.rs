@@ -206,6 +206,14 @@ pub enum Error {
         /// The Cargo feature that enables it.
         feature: &'static str,
     },
+    /// Index files and random access need an uncompressed TFRecord file.
+    #[error("{file}: index files and random access need an uncompressed file, not {compression}")]
+    NeedsUncompressed {
+        /// The file.
+        file: Arc<str>,
+        /// Its compression (`"GZIP"`, `"ZLIB"`, `"ZSTD"`).
+        compression: &'static str,
+    },
     /// A record is longer than [`grist_tensor::Limits`] allow.
     #[error("{at}: record of {len} bytes exceeds the limit of {max} bytes")]
     RecordTooLarge {

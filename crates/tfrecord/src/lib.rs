@@ -12,9 +12,24 @@ pub mod proto {
 }
 
 // -- framing, compression, index files, record writer, chunk source --
-// (module lines for framing.rs, compression.rs, index.rs, writer.rs, source.rs go here)
+mod compression;
+mod framing;
+mod index;
+mod source;
+mod writer;
 
 // -- tf.Example / tf.SequenceExample parsing and building --
 // (module lines for plan.rs, decoder.rs, wire.rs, build.rs, records.rs go here)
 
+pub use compression::{CompressedReader, CompressedWriter, Compression};
 pub use error::{Error, FeatureProblem, Location, Result};
+pub use framing::{
+    Decoded, FOOTER_LEN, FRAME_OVERHEAD, Frame, FrameDecoder, HEADER_LEN, ReaderOptions,
+    RecordReader, Records, mask_crc, masked_crc32c, unmask_crc,
+};
+pub use index::{
+    IndexEntry, IndexedReader, build_index, index_path, parse_index, read_index, verify_index,
+    write_index, write_index_to,
+};
+pub use source::TfRecordSource;
+pub use writer::{RecordWriter, WriteSummary, WriterOptions};

@@ -1,0 +1,415 @@
+//! Index files, as NVIDIA DALI's `tfrecord2idx` writes them, and
+//! [`IndexedReader`] for random access by record number.
+//!
+//! An index has one text line per record: the byte offset of its frame
+//! and the frame's total length (payload plus 16 bytes), separated by a
+//! space:
+//!
+//! ```text
+//! 0 79
+//! 79 83
+//! ```
+//!
+//! Only uncompressed files can be indexed.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Write};
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::compression::Compression;
+use crate::error::{Error, Result};
+use crate::framing::{Decoded, FRAME_OVERHEAD, FrameDecoder, ReaderOptions, RecordReader};
+use crate::writer::AtomicTarget;
+
+/// One line of an index file: where a record's frame lies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct IndexEntry {
+    /// The byte offset of the frame in the file.
+    pub offset: u64,
+    /// The frame's total length: payload plus 16 header and footer bytes.
+    pub len: u64,
+}
+
+impl IndexEntry {
+    /// The payload's length (`len - 16`; 0 for a malformed entry).
+    pub fn payload_len(&self) -> u64 {
+        self.len.saturating_sub(FRAME_OVERHEAD as u64)
+    }
+}
+
+/// The index file name DALI users expect beside `path`: `<path>.idx`.
+pub fn index_path(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(".idx");
+    PathBuf::from(s)
+}
+
+/// Writes one index line.
+pub(crate) fn write_index_line(out: &mut impl Write, entry: IndexEntry) -> io::Result<()> {
+    writeln!(out, "{} {}", entry.offset, entry.len)
+}
+
+/// Writes `entries` as index text.
+pub fn write_index_to(entries: &[IndexEntry], mut out: impl Write) -> io::Result<()> {
+    for &entry in entries {
+        write_index_line(&mut out, entry)?;
+    }
+    out.flush()
+}
+
+/// Parses index text. `name` (the index file) is used in errors.
+///
+/// Each line is two unsigned decimal numbers separated by spaces or tabs
+/// (a trailing `\r` is allowed); empty lines may only end the file. The
+/// frame length must be at least 16. Errors are [`Error::BadIndex`] with the
+/// 1-based line number.
+///
+/// ```
+/// use grist_tfrecord::{IndexEntry, parse_index};
+/// let entries = parse_index(b"0 79\n79 83\n", "x.idx")?;
+/// assert_eq!(entries[1], IndexEntry { offset: 79, len: 83 });
+/// assert!(parse_index(b"0 79\nbad\n", "x.idx").is_err());
+/// # Ok::<(), grist_tfrecord::Error>(())
+/// ```
+pub fn parse_index(text: &[u8], name: &str) -> Result<Vec<IndexEntry>> {
+    let file: Arc<str> = name.into();
+    let bad = |line: usize, reason: String| Error::BadIndex {
+        file: file.clone(),
+        line: line as u64 + 1,
+        reason,
+    };
+    let mut entries = Vec::new();
+    let mut blank_since: Option<usize> = None;
+    for (i, raw) in text.split(|&b| b == b'\n').enumerate() {
+        let line = raw.strip_suffix(b"\r").unwrap_or(raw);
+        if line.iter().all(|b| *b == b' ' || *b == b'\t') {
+            blank_since.get_or_insert(i);
+            continue;
+        }
+        if let Some(blank) = blank_since {
+            return Err(bad(blank, "empty line".into()));
+        }
+        let mut fields = line
+            .split(|&b| b == b' ' || b == b'\t')
+            .filter(|f| !f.is_empty());
+        let mut number = |what: &str| -> Result<u64> {
+            let field = fields
+                .next()
+                .ok_or_else(|| bad(i, format!("missing {what}")))?;
+            parse_u64(field).ok_or_else(|| {
+                bad(
+                    i,
+                    format!(
+                        "{what} {:?} is not a number",
+                        String::from_utf8_lossy(field)
+                    ),
+                )
+            })
+        };
+        let offset = number("offset")?;
+        let len = number("length")?;
+        if fields.next().is_some() {
+            return Err(bad(i, "more than two fields".into()));
+        }
+        if len < FRAME_OVERHEAD as u64 {
+            return Err(bad(
+                i,
+                format!("frame length {len} is shorter than the 16-byte header and footer"),
+            ));
+        }
+        entries.push(IndexEntry { offset, len });
+    }
+    Ok(entries)
+}
+
+fn parse_u64(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() || digits.len() > 20 {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, &d| {
+        if d.is_ascii_digit() {
+            n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+        } else {
+            None
+        }
+    })
+}
+
+/// Reads and parses the index file at `path` (see [`parse_index`]).
+pub fn read_index(path: impl AsRef<Path>) -> Result<Vec<IndexEntry>> {
+    let path = path.as_ref();
+    let name = path.display().to_string();
+    let mut text = Vec::new();
+    File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut text))
+        .map_err(|source| Error::Io {
+            file: name.as_str().into(),
+            source,
+        })?;
+    parse_index(&text, &name)
+}
+
+/// Fails with [`Error::NeedsUncompressed`] unless `path` is uncompressed
+/// (per `options` or its extension).
+fn require_uncompressed(path: &Path, options: &ReaderOptions) -> Result<()> {
+    match options.compression_for(path) {
+        Compression::None => Ok(()),
+        c => Err(Error::NeedsUncompressed {
+            file: path.display().to_string().into(),
+            compression: c.name(),
+        }),
+    }
+}
+
+/// Scans the TFRecord file at `path` (all CRCs checked unless `options`
+/// turn them off) and returns one entry per record.
+pub fn build_index(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Vec<IndexEntry>> {
+    let path = path.as_ref();
+    require_uncompressed(path, &options)?;
+    let options = options.with_compression(Some(Compression::None));
+    let mut reader = RecordReader::open(path, options)?;
+    let mut entries = Vec::new();
+    while let Some(payload) = reader.next_record()? {
+        let len = payload.len() as u64 + FRAME_OVERHEAD as u64;
+        entries.push(IndexEntry {
+            offset: reader.offset(),
+            len,
+        });
+    }
+    Ok(entries)
+}
+
+/// Scans the TFRecord file at `path` and writes its index to `<path>.idx`
+/// (atomically), returning the number of records. Compressed files fail
+/// with [`Error::NeedsUncompressed`].
+pub fn write_index(path: impl AsRef<Path>, options: ReaderOptions) -> Result<u64> {
+    let path = path.as_ref();
+    let entries = build_index(path, options)?;
+    let idx = index_path(path);
+    let io_err = |source| Error::Io {
+        file: idx.display().to_string().into(),
+        source,
+    };
+    let (file, target) = AtomicTarget::create(&idx).map_err(io_err)?;
+    write_index_to(&entries, BufWriter::new(file)).map_err(io_err)?;
+    target.sync().map_err(io_err)?;
+    target.commit().map_err(io_err)?;
+    Ok(entries.len() as u64)
+}
+
+/// Checks the index at `index` against the TFRecord file at `path`: every
+/// line must name exactly the frame found there, with no record missing or
+/// extra. Returns the number of records; a mismatch is an
+/// [`Error::BadIndex`] naming the first wrong line.
+pub fn verify_index(
+    path: impl AsRef<Path>,
+    index: impl AsRef<Path>,
+    options: ReaderOptions,
+) -> Result<u64> {
+    let index = index.as_ref();
+    let listed = read_index(index)?;
+    let actual = build_index(path, options)?;
+    let bad = |line: usize, reason: String| Error::BadIndex {
+        file: index.display().to_string().into(),
+        line: line as u64 + 1,
+        reason,
+    };
+    for (i, (l, a)) in listed.iter().zip(&actual).enumerate() {
+        if l != a {
+            return Err(bad(
+                i,
+                format!(
+                    "says {} {}, the file has record {i} at {} {}",
+                    l.offset, l.len, a.offset, a.len
+                ),
+            ));
+        }
+    }
+    if listed.len() != actual.len() {
+        return Err(bad(
+            listed.len().min(actual.len()),
+            format!(
+                "the index lists {} records, the file has {}",
+                listed.len(),
+                actual.len()
+            ),
+        ));
+    }
+    Ok(actual.len() as u64)
+}
+
+/// Random access to the records of an uncompressed TFRecord file through
+/// its index, with positioned reads (the reader can be shared between
+/// threads).
+///
+/// ```
+/// use grist_tfrecord::{IndexedReader, ReaderOptions, RecordWriter, WriterOptions};
+///
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("data.tfrecord");
+/// let mut w = RecordWriter::create(&path, WriterOptions::default().with_index(true))?;
+/// for r in [&b"a"[..], b"bb", b"ccc"] {
+///     w.write_record(r)?;
+/// }
+/// w.finish()?;
+///
+/// let reader = IndexedReader::open(&path, ReaderOptions::default())?;
+/// assert_eq!(reader.len(), 3);
+/// assert_eq!(&reader.read(2)?[..], b"ccc");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct IndexedReader {
+    file: File,
+    name: Arc<str>,
+    index_name: Arc<str>,
+    entries: Vec<IndexEntry>,
+    options: ReaderOptions,
+}
+
+impl IndexedReader {
+    /// Opens the file at `path` with its index `<path>.idx`.
+    pub fn open(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Self> {
+        let path = path.as_ref();
+        IndexedReader::open_with_index(path, index_path(path), options)
+    }
+
+    /// Opens the file at `path` with the index at `index`.
+    ///
+    /// Checks that every entry lies inside the file ([`Error::BadIndex`]
+    /// otherwise); the frames themselves are checked when read.
+    pub fn open_with_index(
+        path: impl AsRef<Path>,
+        index: impl AsRef<Path>,
+        options: ReaderOptions,
+    ) -> Result<Self> {
+        let path = path.as_ref();
+        let index = index.as_ref();
+        require_uncompressed(path, &options)?;
+        let name: Arc<str> = path.display().to_string().into();
+        let io_err = |source| Error::Io {
+            file: name.clone(),
+            source,
+        };
+        let file = File::open(path).map_err(io_err)?;
+        let size = file.metadata().map_err(io_err)?.len();
+        let entries = read_index(index)?;
+        let index_name: Arc<str> = index.display().to_string().into();
+        for (i, e) in entries.iter().enumerate() {
+            if e.offset.checked_add(e.len).is_none_or(|end| end > size) {
+                return Err(Error::BadIndex {
+                    file: index_name,
+                    line: i as u64 + 1,
+                    reason: format!(
+                        "frame {} +{} ends past the end of the {size}-byte file",
+                        e.offset, e.len
+                    ),
+                });
+            }
+        }
+        Ok(IndexedReader {
+            file,
+            name,
+            index_name,
+            entries,
+            options,
+        })
+    }
+
+    /// The number of records.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when the file has no records.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The index entries.
+    pub fn entries(&self) -> &[IndexEntry] {
+        &self.entries
+    }
+
+    /// The data file's name, as used in errors.
+    pub fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    /// Reads record `record` (CRCs checked unless the options turn them
+    /// off).
+    pub fn read(&self, record: u64) -> Result<Bytes> {
+        let mut frame = Vec::new();
+        let payload = self.read_into(record, &mut frame)?;
+        Ok(Bytes::from(frame).slice(payload))
+    }
+
+    /// Reads the frame of record `record` into `frame` (replacing its
+    /// contents, reusing its allocation) and returns where the payload lies
+    /// in it.
+    ///
+    /// Errors: [`Error::RecordOutOfRange`] past the end; the framing errors
+    /// of [`FrameDecoder::decode`]; [`Error::Truncated`] if the file is
+    /// shorter than the index says; [`Error::BadIndex`] if the frame's
+    /// length differs from the index.
+    pub fn read_into(&self, record: u64, frame: &mut Vec<u8>) -> Result<Range<usize>> {
+        let entry = usize::try_from(record)
+            .ok()
+            .and_then(|i| self.entries.get(i))
+            .ok_or_else(|| Error::RecordOutOfRange {
+                file: self.name.clone(),
+                record,
+                count: self.entries.len() as u64,
+            })?;
+        let mut decoder = FrameDecoder::with_options(self.name.clone(), &self.options)
+            .with_position(record, entry.offset);
+        // Checked against the limits (and against the file size at open)
+        // before allocating.
+        decoder.check_len(entry.payload_len())?;
+        let len = usize::try_from(entry.len).unwrap_or(usize::MAX);
+        frame.clear();
+        frame.resize(len, 0);
+        if let Err(source) = self.file.read_exact_at(frame, entry.offset) {
+            frame.clear();
+            return Err(if source.kind() == io::ErrorKind::UnexpectedEof {
+                Error::Truncated {
+                    at: crate::Location::new(self.name.clone(), record),
+                    offset: entry.offset,
+                }
+            } else {
+                Error::Io {
+                    file: self.name.clone(),
+                    source,
+                }
+            });
+        }
+        let mismatch = |actual: String| Error::BadIndex {
+            file: self.index_name.clone(),
+            line: record + 1,
+            reason: format!(
+                "the index says the frame at {} is {} bytes, the file's frame {actual}",
+                entry.offset, entry.len
+            ),
+        };
+        match decoder.decode(frame)? {
+            Decoded::Frame(f) if f.len == len => Ok(f.payload),
+            Decoded::Frame(f) => Err(mismatch(format!("is {} bytes", f.len))),
+            Decoded::Incomplete { needed } => Err(mismatch(format!("needs {needed} bytes"))),
+        }
+    }
+}
+
+impl fmt::Debug for IndexedReader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IndexedReader")
+            .field("name", &self.name)
+            .field("index", &self.index_name)
+            .field("records", &self.entries.len())
+            .finish_non_exhaustive()
+    }
+}

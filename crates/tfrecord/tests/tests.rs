@@ -1,0 +1,6 @@
+//! The integration tests of grist-tfrecord (one binary, one module per
+//! area).
+
+mod framing;
+mod parse;
+mod support;
