@@ -1,0 +1,188 @@
+//! `grist demo`: write a built-in dataset as TFRecord (plain and GZIP),
+//! read it back as batches, check every value, and report the speed.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use grist_tfrecord::ExampleDecoder;
+
+use crate::fmt;
+use crate::out::Out;
+use crate::pipeline::{BatchOptions, BatchReader};
+use crate::prod19::{self, Expected};
+
+/// The batch size the demo reads with.
+const BATCH: usize = 1024;
+
+/// Arguments of `grist demo`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "The dataset is prod19 (19 features: 6 scalars, 8 dense vectors, 5 sparse \
+                        features), the same as `grist gen prod19` writes. Without --dir the files \
+                        go to a temporary folder that is removed afterwards."
+)]
+pub(crate) struct Args {
+    /// Number of records to write.
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    records: u64,
+
+    /// Random seed of the dataset.
+    #[arg(long, value_name = "S", default_value_t = 42)]
+    seed: u64,
+
+    /// Keep the files in this folder (created if missing) instead of a
+    /// temporary one.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+
+    /// Decode threads per batch. By default, one per CPU core.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..1025))]
+    threads: Option<u64>,
+}
+
+/// The result of reading one file back.
+struct ReadBack {
+    records: u64,
+    batches: u64,
+    /// Time spent producing batches (reading, inflating, checking CRCs,
+    /// parsing), without the comparison.
+    decode_time: Duration,
+}
+
+fn read_back(
+    path: &Path,
+    decoder: &ExampleDecoder,
+    threads: usize,
+    records: u64,
+    seed: u64,
+) -> anyhow::Result<ReadBack> {
+    let options = BatchOptions {
+        batch_size: BATCH,
+        drop_remainder: false,
+        threads,
+        check_crc: true,
+    };
+    let mut reader = BatchReader::new(vec![path.to_path_buf()], decoder.clone(), options)?;
+    let mut expected = Expected::new(records, seed);
+    let mut r = ReadBack {
+        records: 0,
+        batches: 0,
+        decode_time: Duration::ZERO,
+    };
+    loop {
+        let t = Instant::now();
+        let Some(batch) = reader.next_batch()? else {
+            break;
+        };
+        r.decode_time += t.elapsed();
+        expected
+            .check(&batch)
+            .with_context(|| format!("{}: batch {}", path.display(), r.batches))?;
+        r.records += batch.rows() as u64;
+        r.batches += 1;
+    }
+    expected
+        .finish()
+        .with_context(|| format!("{}", path.display()))?;
+    Ok(r)
+}
+
+/// Runs `grist demo`.
+pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let threads = match args.threads {
+        Some(t) => t as usize,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let temp;
+    let dir = match &args.dir {
+        Some(dir) => dir.clone(),
+        None => {
+            temp = tempfile::Builder::new()
+                .prefix("grist-demo-")
+                .tempdir()
+                .context("creating a temporary folder")?;
+            temp.path().to_path_buf()
+        }
+    };
+    let mut out = Out::stdout();
+    out.line(format_args!(
+        "grist demo: prod19, {} records (seed {}): 6 scalar, 8 dense and 5 sparse features per record",
+        fmt::count(args.records),
+        args.seed
+    ))?;
+    out.flush()?;
+
+    let dataset = prod19::write(&dir, args.records, args.seed, true)?;
+    out.line(format_args!(
+        "\nwrote (generate + encode + write: {}){}",
+        fmt::seconds(dataset.elapsed),
+        if args.dir.is_some() {
+            ""
+        } else {
+            ", in a temporary folder"
+        }
+    ))?;
+    let width = dataset
+        .files
+        .iter()
+        .map(|f| f.path.display().to_string().len())
+        .max()
+        .unwrap_or(0);
+    for f in &dataset.files {
+        let compression = grist_tfrecord::Compression::from_path(&f.path);
+        out.line(format_args!(
+            "  {:<width$}  {:>10}  {:>8} records  {}",
+            f.path.display().to_string(),
+            fmt::bytes(f.bytes),
+            fmt::count(f.records),
+            if compression == grist_tfrecord::Compression::None {
+                "TFRecord".to_string()
+            } else {
+                format!("TFRecord, {compression}")
+            }
+        ))?;
+    }
+    out.line(format_args!("  {}", dataset.spec.display()))?;
+
+    let decoder = ExampleDecoder::from_spec_file(&prod19::spec_file())?;
+    out.line(format_args!(
+        "\nread back as batches of {BATCH} on {threads} decode thread{}, CRCs checked, every value \
+         compared with the generated data",
+        if threads == 1 { "" } else { "s" }
+    ))?;
+    out.flush()?;
+    for f in &dataset.files {
+        let r = read_back(&f.path, &decoder, threads, args.records, args.seed)?;
+        let secs = r.decode_time.as_secs_f64().max(1e-9);
+        out.line(format_args!(
+            "  {:<width$}  OK  {} records in {} batches  {:>22}  {:>12}",
+            f.path.display().to_string(),
+            fmt::count(r.records),
+            fmt::count(r.batches),
+            fmt::per_second(r.records as f64 / secs, "records"),
+            fmt::mb_per_second(f.bytes as f64 / secs)
+        ))?;
+        out.flush()?;
+    }
+
+    out.line("")?;
+    match &args.dir {
+        Some(_) => {
+            let plain = dataset.files[0].path.display();
+            let spec = dataset.spec.display();
+            out.line(format_args!(
+                "next: `grist cat --spec {spec} --batch-size 2 {plain} | head -n 1` prints a batch \
+                 as JSON; `grist bench --spec {spec} {plain}` measures speed"
+            ))?;
+        }
+        None => out.line(
+            "next: grist demo --dir DIR keeps the files; grist gen prod19 --out DIR writes more, \
+             then try `grist cat --spec DIR/prod19.spec.json --batch-size 2 DIR/prod19.tfrecord` \
+             and `grist bench --spec DIR/prod19.spec.json DIR/prod19.tfrecord`",
+        )?,
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,302 @@
+//! `grist inspect`: which features the first records hold, of which kinds,
+//! and how many values.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use grist_tfrecord::proto::{self, feature::Kind};
+use grist_tfrecord::{Compression, ReaderOptions, RecordReader};
+use prost::Message as _;
+use serde_json::{Value, json};
+
+use crate::fmt;
+use crate::out::Out;
+
+/// Arguments of `grist inspect`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "For each feature key: its kind(s) (int64_list, float_list, bytes_list; \
+                        `none` for a feature with no list set), in how many records it \
+                        appears, and the fewest and most values it holds. With --sequence, \
+                        context features and feature lists (steps per record, values per \
+                        step) of tf.SequenceExamples."
+)]
+pub(crate) struct Args {
+    /// How many records to look at (from the start of the file).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    records: u64,
+
+    /// Decode the records as tf.SequenceExamples.
+    #[arg(long)]
+    sequence: bool,
+
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+
+    /// A TFRecord file (compression from the extension).
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+}
+
+/// What was seen of one feature (or one feature list).
+#[derive(Debug, Default)]
+struct Stats {
+    kinds: BTreeSet<&'static str>,
+    records: u64,
+    /// Fewest / most values (per record; per step for feature lists).
+    values: Option<(usize, usize)>,
+    /// Fewest / most steps per record (feature lists only).
+    steps: Option<(usize, usize)>,
+}
+
+fn widen(range: &mut Option<(usize, usize)>, n: usize) {
+    *range = Some(match *range {
+        Some((lo, hi)) => (lo.min(n), hi.max(n)),
+        None => (n, n),
+    });
+}
+
+/// The kind name and value count of a feature.
+fn kind_of(feature: &proto::Feature) -> (&'static str, usize) {
+    match &feature.kind {
+        None => ("none", 0),
+        Some(Kind::Int64List(l)) => ("int64_list", l.value.len()),
+        Some(Kind::FloatList(l)) => ("float_list", l.value.len()),
+        Some(Kind::BytesList(l)) => ("bytes_list", l.value.len()),
+    }
+}
+
+fn add_features(stats: &mut BTreeMap<String, Stats>, features: &BTreeMap<String, proto::Feature>) {
+    for (name, feature) in features {
+        let s = stats.entry(name.clone()).or_default();
+        let (kind, n) = kind_of(feature);
+        s.kinds.insert(kind);
+        s.records += 1;
+        widen(&mut s.values, n);
+    }
+}
+
+fn add_lists(stats: &mut BTreeMap<String, Stats>, lists: &BTreeMap<String, proto::FeatureList>) {
+    for (name, list) in lists {
+        let s = stats.entry(name.clone()).or_default();
+        s.records += 1;
+        widen(&mut s.steps, list.feature.len());
+        for step in &list.feature {
+            let (kind, n) = kind_of(step);
+            s.kinds.insert(kind);
+            widen(&mut s.values, n);
+        }
+    }
+}
+
+/// Everything `inspect` learns about a file.
+#[derive(Debug, Default)]
+struct Summary {
+    records: u64,
+    /// Whether the whole file was seen.
+    complete: bool,
+    record_bytes: Option<(usize, usize)>,
+    features: BTreeMap<String, Stats>,
+    lists: BTreeMap<String, Stats>,
+}
+
+fn summarize(file: &Path, limit: u64, sequence: bool) -> anyhow::Result<Summary> {
+    let mut reader = RecordReader::open(file, ReaderOptions::default())?;
+    let mut summary = Summary::default();
+    while summary.records < limit {
+        let Some(payload) = reader.next_record()? else {
+            summary.complete = true;
+            return Ok(summary);
+        };
+        let index = summary.records;
+        widen(&mut summary.record_bytes, payload.len());
+        let what = if sequence {
+            "SequenceExample"
+        } else {
+            "Example"
+        };
+        let bad = || anyhow::anyhow!("{}: record {index}: not a valid tf.{what}", file.display());
+        if sequence {
+            let seq = proto::SequenceExample::decode(payload).map_err(|_| bad())?;
+            if let Some(context) = &seq.context {
+                add_features(&mut summary.features, &context.feature);
+            }
+            if let Some(lists) = &seq.feature_lists {
+                add_lists(&mut summary.lists, &lists.feature_list);
+            }
+        } else {
+            let example = proto::Example::decode(payload).map_err(|_| bad())?;
+            if let Some(features) = &example.features {
+                add_features(&mut summary.features, &features.feature);
+            }
+        }
+        summary.records += 1;
+    }
+    // Look one record further to tell whether the file ends here; damage
+    // past the inspected records is not this command's business.
+    summary.complete = matches!(reader.next_record(), Ok(None));
+    Ok(summary)
+}
+
+fn range_json(
+    range: Option<(usize, usize)>,
+    lo: &str,
+    hi: &str,
+    out: &mut serde_json::Map<String, Value>,
+) {
+    let (a, b) = range.unwrap_or((0, 0));
+    out.insert(lo.into(), json!(a));
+    out.insert(hi.into(), json!(b));
+}
+
+fn stats_json(stats: &BTreeMap<String, Stats>, lists: bool) -> Value {
+    Value::Array(
+        stats
+            .iter()
+            .map(|(name, s)| {
+                let mut m = serde_json::Map::new();
+                m.insert("name".into(), json!(name));
+                m.insert("kinds".into(), json!(s.kinds));
+                m.insert("records".into(), json!(s.records));
+                if lists {
+                    range_json(s.steps, "min_steps", "max_steps", &mut m);
+                }
+                range_json(s.values, "min_values", "max_values", &mut m);
+                Value::Object(m)
+            })
+            .collect(),
+    )
+}
+
+fn range_text(range: Option<(usize, usize)>) -> String {
+    match range {
+        None => "-".into(),
+        Some((lo, hi)) if lo == hi => lo.to_string(),
+        Some((lo, hi)) => format!("{lo}..{hi}"),
+    }
+}
+
+/// Writes a table with left-aligned text columns and right-aligned numbers.
+fn table(out: &mut Out, header: &[&str], rows: &[Vec<String>]) -> std::io::Result<()> {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut s = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if i > 0 {
+                s.push_str("  ");
+            }
+            if i < 2 {
+                s.push_str(&format!("{cell:<w$}"));
+            } else {
+                s.push_str(&format!("{cell:>w$}"));
+            }
+        }
+        s.trim_end().to_string()
+    };
+    out.line(line(
+        &header.iter().map(|h| h.to_string()).collect::<Vec<_>>(),
+    ))?;
+    for row in rows {
+        out.line(line(row))?;
+    }
+    Ok(())
+}
+
+/// Runs `grist inspect`.
+pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let summary = summarize(&args.file, args.records, args.sequence)?;
+    let compression = Compression::from_path(&args.file);
+    let mut out = Out::stdout();
+    if args.json {
+        let mut doc = json!({
+            "file": args.file.display().to_string(),
+            "compression": compression.name(),
+            "sequence": args.sequence,
+            "records": summary.records,
+            "complete": summary.complete,
+        });
+        let (lo, hi) = summary.record_bytes.unwrap_or((0, 0));
+        doc["min_record_bytes"] = json!(lo);
+        doc["max_record_bytes"] = json!(hi);
+        if args.sequence {
+            doc["context"] = stats_json(&summary.features, false);
+            doc["feature_lists"] = stats_json(&summary.lists, true);
+        } else {
+            doc["features"] = stats_json(&summary.features, false);
+        }
+        out.json(&doc)?;
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let scope = if summary.complete {
+        "all records"
+    } else {
+        "the first records; the file has more"
+    };
+    out.line(format_args!(
+        "{}: {} records inspected ({scope}), compression {}, payloads of {} bytes",
+        args.file.display(),
+        fmt::count(summary.records),
+        compression.name(),
+        range_text(summary.record_bytes)
+    ))?;
+    let n = summary.records;
+    let feature_rows = |stats: &BTreeMap<String, Stats>| -> Vec<Vec<String>> {
+        stats
+            .iter()
+            .map(|(name, s)| {
+                vec![
+                    name.clone(),
+                    s.kinds.iter().copied().collect::<Vec<_>>().join(","),
+                    format!("{}/{n}", s.records),
+                    range_text(s.values),
+                ]
+            })
+            .collect()
+    };
+    if args.sequence {
+        out.line("")?;
+        out.line("context")?;
+        table(
+            &mut out,
+            &["feature", "kind", "records", "values"],
+            &feature_rows(&summary.features),
+        )?;
+        out.line("")?;
+        out.line("feature_lists")?;
+        let rows: Vec<Vec<String>> = summary
+            .lists
+            .iter()
+            .map(|(name, s)| {
+                vec![
+                    name.clone(),
+                    s.kinds.iter().copied().collect::<Vec<_>>().join(","),
+                    format!("{}/{n}", s.records),
+                    range_text(s.steps),
+                    range_text(s.values),
+                ]
+            })
+            .collect();
+        table(
+            &mut out,
+            &["feature_list", "kind", "records", "steps", "values/step"],
+            &rows,
+        )?;
+    } else {
+        out.line("")?;
+        table(
+            &mut out,
+            &["feature", "kind", "records", "values"],
+            &feature_rows(&summary.features),
+        )?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,259 @@
+//! `grist cat` against the golden corpus: parsed batches (`--spec`),
+//! framing (`--raw`) and generic records (`--records`).
+
+use serde_json::Value;
+
+use crate::support::{Case, assert_json_eq, case, grist, tfrecord_cases};
+
+/// The feature a TensorFlow per-record error message names (`Key: x,` or
+/// `Feature: x (`), if any.
+fn feature_in_message(message: &str) -> Option<String> {
+    for marker in ["Key: ", "Feature: "] {
+        if let Some(at) = message.find(marker) {
+            let rest = &message[at + marker.len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| !matches!(c, ',' | ' ' | '.'))
+                .collect();
+            if !name.is_empty() {
+                return Some(name);
+            }
+        }
+    }
+    None
+}
+
+fn check_parse(case: &Case, parse: &Value, threads: u32, dir: &std::path::Path) {
+    let id = parse["id"].as_str().unwrap_or("?");
+    let what = format!("{} / {id} / {threads} threads", case.name);
+    let spec = dir.join(format!("{}-{id}.json", case.name));
+    std::fs::write(&spec, serde_json::to_string(parse).unwrap()).unwrap();
+    let mut args = vec![
+        "cat".into(),
+        "--spec".into(),
+        spec.into_os_string(),
+        "--threads".into(),
+        threads.to_string().into(),
+    ];
+    args.extend(case.files.iter().map(|f| f.clone().into_os_string()));
+    let run = grist(args);
+    let lines = run.json_lines();
+    let batches = parse["batches"].as_array().cloned().unwrap_or_default();
+    if parse["outcome"] == "ok" {
+        run.assert_ok(&what);
+        assert_eq!(lines.len(), batches.len(), "{what}: batch count");
+    } else {
+        run.assert_failed(&what);
+        let error = &parse["error"];
+        let before = error["batches_before_error"].as_u64().unwrap() as usize;
+        assert_eq!(lines.len(), before, "{what}: batches before the error");
+        let message = error["message"].as_str().unwrap_or("");
+        if let Some(feature) = feature_in_message(message) {
+            // A per-record error: the message names the file, the record
+            // and the feature.
+            assert!(
+                run.stderr.contains(&feature),
+                "{what}: {} does not name {feature}",
+                run.stderr
+            );
+            assert!(run.stderr.contains("record "), "{what}: {}", run.stderr);
+            let file = case.files[0].display().to_string();
+            assert!(run.stderr.contains(&file), "{what}: {}", run.stderr);
+        }
+    }
+    for (i, (want, got)) in batches.iter().zip(&lines).enumerate() {
+        assert_json_eq(want, got, &format!("{what}: batch {i}"));
+    }
+}
+
+#[test]
+fn cat_spec_matches_every_parse() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut parses = 0;
+    for case in tfrecord_cases() {
+        for parse in case.parses() {
+            for threads in [1, 3] {
+                check_parse(&case, parse, threads, dir.path());
+            }
+            parses += 1;
+        }
+    }
+    assert!(parses > 0);
+}
+
+#[test]
+fn cat_raw_matches_framing() {
+    for case in tfrecord_cases() {
+        let what = &case.name;
+        let run = grist(["cat".as_ref(), "--raw".as_ref(), case.files[0].as_os_str()]);
+        let lines = run.json_lines();
+        let records = case.records();
+        if case.is_error() {
+            run.assert_failed(what);
+            assert!(run.stderr.contains("record "), "{what}: {}", run.stderr);
+            let error = &case.expected["tfrecord"]["error"];
+            if case.compression() != "NONE" {
+                // Where a damaged compressed stream is noticed depends on
+                // buffering: only the failure is required.
+                continue;
+            }
+            assert_eq!(
+                lines.len() as u64,
+                case.record_count(),
+                "{what}: good records"
+            );
+            let failing = error["failing_record_index"].as_u64().unwrap();
+            assert!(
+                run.stderr.contains(&format!("record {failing}")),
+                "{what}: {} does not name record {failing}",
+                run.stderr
+            );
+        } else {
+            run.assert_ok(what);
+            assert_eq!(
+                lines.len() as u64,
+                case.record_count(),
+                "{what}: record count"
+            );
+        }
+        for (i, (want, got)) in records.iter().zip(&lines).enumerate() {
+            let mut keys: Vec<&String> = got.as_object().unwrap().keys().collect();
+            keys.sort();
+            assert_eq!(keys, ["index", "length", "sha256"], "{what}: keys");
+            assert_eq!(got["index"], i as u64, "{what}: index");
+            assert_eq!(got["length"], want["length"], "{what}: record {i} length");
+            assert_eq!(got["sha256"], want["sha256"], "{what}: record {i} sha256");
+        }
+    }
+}
+
+#[test]
+fn cat_records_matches_decoded_records() {
+    let mut checked = 0;
+    for case in tfrecord_cases() {
+        let Some(decoded) = case.expected["decoded_records"].as_array() else {
+            continue;
+        };
+        let sequence = decoded.first().is_some_and(|r| r.get("context").is_some())
+            || case
+                .parses()
+                .iter()
+                .any(|p| p["api"] == "tf.io.parse_sequence_example");
+        let mut args = vec!["cat".into(), "--records".into()];
+        if sequence {
+            args.push("--sequence".into());
+        }
+        args.push(case.files[0].clone().into_os_string());
+        let run = grist(args);
+        run.assert_ok(&case.name);
+        let lines = run.json_lines();
+        assert_eq!(lines.len(), decoded.len(), "{}: record count", case.name);
+        for (i, (want, got)) in decoded.iter().zip(&lines).enumerate() {
+            assert_json_eq(want, got, &format!("{}: record {i}", case.name));
+        }
+        checked += 1;
+    }
+    assert!(checked > 0);
+}
+
+/// Batches span file boundaries, as `TFRecordDataset(files).batch(n)`
+/// does; `--raw` names the file and counts per file when given several.
+#[test]
+fn several_files() {
+    let case = case("tfr_example_basic");
+    let parse = case
+        .parses()
+        .iter()
+        .find(|p| p["outcome"] == "ok")
+        .expect("an ok parse");
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("spec.json");
+    std::fs::write(&spec, serde_json::to_string(parse).unwrap()).unwrap();
+    let file = case.files[0].as_os_str();
+    let n = case.record_count() as usize;
+    let batch = n - 3; // so that a batch spans the two files
+    let run = grist([
+        "cat".as_ref(),
+        "--spec".as_ref(),
+        spec.as_os_str(),
+        "--batch-size".as_ref(),
+        batch.to_string().as_ref(),
+        file,
+        file,
+    ]);
+    run.assert_ok("two files");
+    let lines = run.json_lines();
+    let sizes: Vec<u64> = lines
+        .iter()
+        .map(|b| b["records"].as_u64().unwrap())
+        .collect();
+    let mut want = vec![batch as u64; 2 * n / batch];
+    if (2 * n) % batch != 0 {
+        want.push(((2 * n) % batch) as u64);
+    }
+    assert_eq!(sizes, want);
+    // Every dense output, concatenated over the batches, is the expected
+    // one twice.
+    let expected = parse["batches"].as_array().unwrap();
+    for (name, tensor) in expected[0]["outputs"].as_object().unwrap() {
+        if tensor["kind"] != "dense" {
+            continue;
+        }
+        let concat = |batches: &[Value]| -> Vec<Value> {
+            batches
+                .iter()
+                .flat_map(|b| b["outputs"][name]["values"].as_array().unwrap().clone())
+                .collect()
+        };
+        let once = concat(expected);
+        let twice: Vec<Value> = once.iter().chain(&once).cloned().collect();
+        assert_json_eq(&Value::Array(twice), &Value::Array(concat(&lines)), name);
+    }
+
+    // --drop-remainder drops the final partial batch.
+    let run = grist([
+        "cat".as_ref(),
+        "--spec".as_ref(),
+        spec.as_os_str(),
+        "--batch-size".as_ref(),
+        batch.to_string().as_ref(),
+        "--drop-remainder".as_ref(),
+        file,
+        file,
+    ]);
+    run.assert_ok("drop remainder");
+    assert_eq!(run.json_lines().len(), 2 * n / batch);
+
+    let run = grist(["cat".as_ref(), "--raw".as_ref(), file, file]);
+    run.assert_ok("raw, two files");
+    let lines = run.json_lines();
+    assert_eq!(lines.len(), 2 * n);
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(line["index"], (i % n) as u64);
+        assert_eq!(line["file"], case.files[0].display().to_string());
+    }
+}
+
+#[test]
+fn usage_and_missing_files_fail_cleanly() {
+    let run = grist(["cat", "/nonexistent/x.tfrecord"]);
+    assert_eq!(run.code, Some(2), "no mode: usage error");
+    let run = grist(["cat", "--raw", "/nonexistent/x.tfrecord"]);
+    run.assert_failed("missing file");
+    assert!(run.stderr.contains("/nonexistent/x.tfrecord"));
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("bad.json");
+    std::fs::write(
+        &spec,
+        "{\"features\": [{\"name\": \"x\", \"kind\": \"blob\"}]}",
+    )
+    .unwrap();
+    let run = grist([
+        "cat".as_ref(),
+        "--spec".as_ref(),
+        spec.as_os_str(),
+        "/dev/null".as_ref(),
+    ]);
+    run.assert_failed("bad spec");
+    assert!(run.stderr.contains("bad.json"), "{}", run.stderr);
+}
