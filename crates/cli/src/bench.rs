@@ -70,9 +70,9 @@ struct Measured {
 
 /// Runs `grist bench`.
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if !(args.min_seconds.is_finite() && args.min_seconds >= 0.0) {
+    let Ok(min_time) = Duration::try_from_secs_f64(args.min_seconds) else {
         anyhow::bail!("--min-seconds must be a non-negative number of seconds");
-    }
+    };
     let loaded = load_spec(&args.spec)?;
     let batch_size = args
         .batch_size
@@ -93,7 +93,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         check_crc: !args.no_crc,
     };
     let mut reader = BatchReader::new(args.files.clone(), loaded.decoder, options)?;
-    let m = measure(&mut reader, Duration::from_secs_f64(args.min_seconds))?;
+    let m = measure(&mut reader, min_time)?;
 
     let seconds = m.elapsed.as_secs_f64().max(1e-9);
     let records_per_s = m.records as f64 / seconds;

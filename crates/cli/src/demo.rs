@@ -116,13 +116,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let dataset = prod19::write(&dir, args.records, args.seed, true)?;
     out.line(format_args!(
-        "\nwrote (generate + encode + write: {}){}",
-        fmt::seconds(dataset.elapsed),
+        "\nwrote{} (generate + encode + write took {})",
         if args.dir.is_some() {
             ""
         } else {
             ", in a temporary folder"
-        }
+        },
+        fmt::seconds(dataset.elapsed)
     ))?;
     let width = dataset
         .files
@@ -178,9 +178,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             ))?;
         }
         None => out.line(
-            "next: grist demo --dir DIR keeps the files; grist gen prod19 --out DIR writes more, \
-             then try `grist cat --spec DIR/prod19.spec.json --batch-size 2 DIR/prod19.tfrecord` \
-             and `grist bench --spec DIR/prod19.spec.json DIR/prod19.tfrecord`",
+            "next: `grist gen prod19 --out DIR` writes such files to keep (or rerun with --dir DIR); \
+             then `grist cat --spec DIR/prod19.spec.json --batch-size 2 DIR/prod19.tfrecord | head -n 1` \
+             prints a batch as JSON and `grist bench --spec DIR/prod19.spec.json \
+             DIR/prod19.tfrecord` measures speed",
         )?,
     }
     out.flush()?;

@@ -9,12 +9,13 @@
 use std::borrow::Cow;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use grist_tensor::synth::{prod19, prod19_example_specs};
 use grist_tensor::{Batch, Column, DenseTensor, SparseTensor, SpecFile, Tensor, Values};
-use grist_tfrecord::{RecordWriter, WriterOptions, encode_batch};
+use grist_tfrecord::{RecordWriter, WriteSummary, WriterOptions, encode_batch};
 use rayon::prelude::*;
 use serde_json::json;
 
@@ -86,31 +87,44 @@ pub(crate) fn write(dir: &Path, records: u64, seed: u64, gzip: bool) -> anyhow::
     if gzip {
         paths.push(dir.join(format!("{NAME}.tfrecord.gz")));
     }
-    let mut writers = paths
+    let writers = paths
         .iter()
         .map(|p| RecordWriter::create(p, WriterOptions::default()))
         .collect::<Result<Vec<_>, _>>()?;
-    // Generate and encode a few chunks at a time in parallel, then write
-    // them in order.
-    let window = rayon::current_num_threads().max(1) as u64;
-    let total_chunks = records.div_ceil(CHUNK_ROWS);
-    let mut k = 0;
-    while k < total_chunks {
-        let end = (k + window).min(total_chunks);
-        let encoded: Vec<Vec<Vec<u8>>> = (k..end)
-            .into_par_iter()
-            .map(|k| encode_batch(&prod19(chunk_rows(records, k), chunk_seed(seed, k)), &spec))
-            .collect::<Result<_, _>>()?;
-        for record in encoded.iter().flatten() {
-            for w in &mut writers {
-                w.write_record(record)?;
-            }
+    // Each file is written (and compressed) on its own thread, while the
+    // chunks are generated and encoded a few at a time in parallel.
+    let summaries = std::thread::scope(|scope| -> anyhow::Result<Vec<WriteSummary>> {
+        let mut senders = Vec::new();
+        let mut handles = Vec::new();
+        for mut writer in writers {
+            let (tx, rx) = mpsc::sync_channel::<Arc<Vec<Vec<u8>>>>(2);
+            senders.push(tx);
+            handles.push(
+                scope.spawn(move || -> grist_tfrecord::Result<WriteSummary> {
+                    for chunk in rx {
+                        for record in chunk.iter() {
+                            writer.write_record(record)?;
+                        }
+                    }
+                    writer.finish()
+                }),
+            );
         }
-        k = end;
-    }
+        let produced = produce(records, seed, &spec, &senders);
+        drop(senders);
+        let mut summaries = Vec::new();
+        for handle in handles {
+            let summary = handle
+                .join()
+                .map_err(|_| anyhow::anyhow!("a writer thread panicked"))??;
+            summaries.push(summary);
+        }
+        // A writer's own error explains a failed send better.
+        produced?;
+        Ok(summaries)
+    })?;
     let mut files = Vec::new();
-    for (w, path) in writers.into_iter().zip(paths) {
-        let summary = w.finish()?;
+    for (summary, path) in summaries.into_iter().zip(paths) {
         let bytes = fs::metadata(&path)
             .with_context(|| format!("{}", path.display()))?
             .len();
@@ -125,6 +139,35 @@ pub(crate) fn write(dir: &Path, records: u64, seed: u64, gzip: bool) -> anyhow::
         spec: spec_path,
         elapsed: start.elapsed(),
     })
+}
+
+/// Generates and encodes the chunks of the dataset, a few at a time in
+/// parallel, and sends each to every writer, in order.
+fn produce(
+    records: u64,
+    seed: u64,
+    spec: &SpecFile,
+    writers: &[mpsc::SyncSender<Arc<Vec<Vec<u8>>>>],
+) -> anyhow::Result<()> {
+    let window = rayon::current_num_threads().max(1) as u64;
+    let total_chunks = records.div_ceil(CHUNK_ROWS);
+    let mut k = 0;
+    while k < total_chunks {
+        let end = (k + window).min(total_chunks);
+        let encoded: Vec<Vec<Vec<u8>>> = (k..end)
+            .into_par_iter()
+            .map(|k| encode_batch(&prod19(chunk_rows(records, k), chunk_seed(seed, k)), spec))
+            .collect::<Result<_, _>>()?;
+        for chunk in encoded {
+            let chunk = Arc::new(chunk);
+            for w in writers {
+                w.send(chunk.clone())
+                    .map_err(|_| anyhow::anyhow!("a writer stopped early"))?;
+            }
+        }
+        k = end;
+    }
+    Ok(())
 }
 
 /// Compares decoded batches, in order, with the generated dataset.

@@ -26,11 +26,26 @@ pub(crate) struct Args {
 
 /// The first problem found in a file.
 struct Failure {
-    /// The index of the first bad record.
-    record: u64,
-    /// The byte offset of its frame (in the decompressed stream).
-    offset: u64,
-    error: anyhow::Error,
+    /// The index of the first bad record and the byte offset of its frame
+    /// (in the decompressed stream); `None` when the file cannot be opened
+    /// or its index file is wrong.
+    position: Option<(u64, u64)>,
+    /// What is wrong, without the file and record (said above).
+    detail: String,
+}
+
+/// The message of `e` without its leading `<file>: record <n>: ` or
+/// `<file>: `.
+fn detail(e: &grist_tfrecord::Error, file: &Path) -> String {
+    let message = e.to_string();
+    let prefix = match e.location() {
+        Some(at) => format!("{at}: "),
+        None => format!("{}: ", file.display()),
+    };
+    message
+        .strip_prefix(&prefix)
+        .map(str::to_string)
+        .unwrap_or(message)
 }
 
 /// What a good file holds.
@@ -43,13 +58,12 @@ struct Verified {
 }
 
 fn verify_file(file: &Path) -> Result<Verified, Failure> {
-    let fail = |record, offset, error: anyhow::Error| Failure {
-        record,
-        offset,
-        error,
+    let fail = |position, error: grist_tfrecord::Error| Failure {
+        position,
+        detail: detail(&error, file),
     };
     let mut reader =
-        RecordReader::open(file, ReaderOptions::default()).map_err(|e| fail(0, 0, e.into()))?;
+        RecordReader::open(file, ReaderOptions::default()).map_err(|e| fail(None, e))?;
     let mut records = 0u64;
     let mut offset = 0u64;
     loop {
@@ -59,20 +73,42 @@ fn verify_file(file: &Path) -> Result<Verified, Failure> {
                 offset += (payload.len() + FRAME_OVERHEAD) as u64;
             }
             Ok(None) => break,
-            Err(e) => return Err(fail(records, offset, e.into())),
+            Err(e) => return Err(fail(Some((records, offset)), e)),
         }
     }
     let idx = index_path(file);
     let index = Compression::from_path(file) == Compression::None && idx.exists();
     if index {
-        verify_index(file, &idx, ReaderOptions::default())
-            .map_err(|e| fail(records, offset, e.into()))?;
+        verify_index(file, &idx, ReaderOptions::default()).map_err(|e| fail(None, e))?;
     }
     Ok(Verified {
         records,
         bytes: offset,
         index,
     })
+}
+
+impl Failure {
+    /// `record <i> at offset <o>: <detail>`, or just the detail.
+    fn describe(&self, file: &Path) -> String {
+        match self.position {
+            Some((record, offset)) => format!(
+                "record {record} at offset {offset}{}: {}",
+                stream(file),
+                self.detail
+            ),
+            None => self.detail.clone(),
+        }
+    }
+}
+
+/// Where offsets count, for compressed files.
+fn stream(file: &Path) -> &'static str {
+    if Compression::from_path(file) == Compression::None {
+        ""
+    } else {
+        " of the decompressed stream"
+    }
 }
 
 /// Runs `grist verify`.
@@ -90,11 +126,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             ))?,
             Err(f) => {
                 out.line(format_args!(
-                    "FAILED  {}  record {} at offset {}: {:#}",
+                    "FAILED  {}  {}",
                     file.display(),
-                    f.record,
-                    f.offset,
-                    f.error
+                    f.describe(file)
                 ))?;
                 failures.push((file.clone(), f));
             }
@@ -109,10 +143,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         n => format!(" ({} of {} files failed)", n, args.files.len()),
     };
     Err(anyhow::anyhow!(
-        "verify failed: {}: record {} (frame at byte {}): {:#}{more}",
+        "verify failed: {}: {}{more}",
         file.display(),
-        first.record,
-        first.offset,
-        first.error
+        first.describe(file)
     ))
 }
