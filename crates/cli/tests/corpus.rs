@@ -257,3 +257,77 @@ fn usage_and_missing_files_fail_cleanly() {
     run.assert_failed("bad spec");
     assert!(run.stderr.contains("bad.json"), "{}", run.stderr);
 }
+
+/// Every command fails cleanly (one line, no panic) or succeeds on cut
+/// files: prefixes of a plain and of a GZIP file.
+#[test]
+fn truncated_files_never_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in [
+        "tfr_example_basic",
+        "tfr_example_gzip",
+        "tfr_sequence_example",
+    ] {
+        let case = case(name);
+        let parse = &case.parses()[0];
+        let spec = dir.path().join(format!("{name}.json"));
+        std::fs::write(&spec, serde_json::to_string(parse).unwrap()).unwrap();
+        let sequence = parse["api"] == "tf.io.parse_sequence_example";
+        let data = std::fs::read(&case.files[0]).unwrap();
+        let file_name = case.files[0].file_name().unwrap().to_owned();
+        let cut = dir.path().join(file_name);
+        let step = (data.len() / 16).max(1);
+        let lengths = (0..data.len())
+            .step_by(step)
+            .chain([data.len() - 1, data.len()]);
+        for len in lengths {
+            std::fs::write(&cut, &data[..len]).unwrap();
+            let f = cut.as_os_str();
+            let mut runs = vec![
+                (
+                    "cat --spec",
+                    grist([
+                        "cat".as_ref(),
+                        "--spec".as_ref(),
+                        spec.as_os_str(),
+                        "--threads".as_ref(),
+                        "2".as_ref(),
+                        f,
+                    ]),
+                ),
+                ("cat --raw", grist(["cat".as_ref(), "--raw".as_ref(), f])),
+                ("count", grist(["count".as_ref(), f])),
+                ("verify", grist(["verify".as_ref(), f])),
+            ];
+            if sequence {
+                runs.push((
+                    "cat --records",
+                    grist([
+                        "cat".as_ref(),
+                        "--records".as_ref(),
+                        "--sequence".as_ref(),
+                        f,
+                    ]),
+                ));
+                runs.push((
+                    "inspect",
+                    grist(["inspect".as_ref(), "--sequence".as_ref(), f]),
+                ));
+            } else {
+                runs.push((
+                    "cat --records",
+                    grist(["cat".as_ref(), "--records".as_ref(), f]),
+                ));
+                runs.push(("inspect", grist(["inspect".as_ref(), f])));
+            }
+            for (what, run) in runs {
+                let what = format!("{name} cut at {len}: {what}");
+                if run.ok {
+                    assert!(run.stderr.is_empty(), "{what}: {}", run.stderr);
+                } else {
+                    run.assert_failed(&what);
+                }
+            }
+        }
+    }
+}
