@@ -100,6 +100,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `--spec`: one JSON line per decoded batch.
 fn cat_batches(args: &Args, spec_path: &Path, out: &mut Out) -> anyhow::Result<()> {
     let loaded = load_spec(spec_path)?;
     let options = BatchOptions {
@@ -125,6 +126,7 @@ fn cat_batches(args: &Args, spec_path: &Path, out: &mut Out) -> anyhow::Result<(
     }
 }
 
+/// `--raw`: one JSON line per record: index, length, SHA-256.
 fn cat_raw(file: &Path, several: bool, out: &mut Out) -> anyhow::Result<()> {
     let mut reader = RecordReader::open(file, ReaderOptions::default())?;
     let name = file.display().to_string();
@@ -149,6 +151,7 @@ fn cat_raw(file: &Path, several: bool, out: &mut Out) -> anyhow::Result<()> {
     }
 }
 
+/// `--records`: one JSON line per record, decoded generically.
 fn cat_records(file: &Path, sequence: bool, several: bool, out: &mut Out) -> anyhow::Result<()> {
     let mut reader = RecordReader::open(file, ReaderOptions::default())?;
     let name: Arc<str> = file.display().to_string().into();

@@ -51,6 +51,7 @@ struct ReadBack {
     decode_time: Duration,
 }
 
+/// Reads `path` back as batches, comparing each with the generated data.
 fn read_back(
     path: &Path,
     decoder: &ExampleDecoder,

@@ -51,6 +51,7 @@ struct Stats {
     steps: Option<(usize, usize)>,
 }
 
+/// Widens a (min, max) range to include `n`.
 fn widen(range: &mut Option<(usize, usize)>, n: usize) {
     *range = Some(match *range {
         Some((lo, hi)) => (lo.min(n), hi.max(n)),
@@ -68,6 +69,7 @@ fn kind_of(feature: &proto::Feature) -> (&'static str, usize) {
     }
 }
 
+/// Counts the features of one record.
 fn add_features(stats: &mut BTreeMap<String, Stats>, features: &BTreeMap<String, proto::Feature>) {
     for (name, feature) in features {
         let s = stats.entry(name.clone()).or_default();
@@ -78,6 +80,7 @@ fn add_features(stats: &mut BTreeMap<String, Stats>, features: &BTreeMap<String,
     }
 }
 
+/// Counts the feature lists of one record.
 fn add_lists(stats: &mut BTreeMap<String, Stats>, lists: &BTreeMap<String, proto::FeatureList>) {
     for (name, list) in lists {
         let s = stats.entry(name.clone()).or_default();
@@ -102,6 +105,7 @@ struct Summary {
     lists: BTreeMap<String, Stats>,
 }
 
+/// Looks at the first `limit` records of `file`.
 fn summarize(file: &Path, limit: u64, sequence: bool) -> anyhow::Result<Summary> {
     let mut reader = RecordReader::open(file, ReaderOptions::default())?;
     let mut summary = Summary::default();
@@ -140,6 +144,7 @@ fn summarize(file: &Path, limit: u64, sequence: bool) -> anyhow::Result<Summary>
     Ok(summary)
 }
 
+/// Adds a (min, max) range as two keys (0, 0 when nothing was seen).
 fn range_json(
     range: Option<(usize, usize)>,
     lo: &str,
@@ -151,6 +156,7 @@ fn range_json(
     out.insert(hi.into(), json!(b));
 }
 
+/// The JSON list of feature (or feature list) statistics.
 fn stats_json(stats: &BTreeMap<String, Stats>, lists: bool) -> Value {
     Value::Array(
         stats
@@ -170,6 +176,7 @@ fn stats_json(stats: &BTreeMap<String, Stats>, lists: bool) -> Value {
     )
 }
 
+/// `lo..hi`, or one number when they are equal, or `-`.
 fn range_text(range: Option<(usize, usize)>) -> String {
     match range {
         None => "-".into(),

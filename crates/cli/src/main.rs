@@ -63,6 +63,7 @@ enum Command {
     Demo(demo::Args),
 }
 
+/// Runs the chosen subcommand.
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Cat(args) => cat::run(args),
@@ -76,6 +77,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Parses the command line and reports any error in one line.
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {

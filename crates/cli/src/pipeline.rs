@@ -81,6 +81,7 @@ impl BatchReader {
         })
     }
 
+    /// A fresh source over `files`.
     fn source(files: &[PathBuf], options: &BatchOptions) -> TfRecordSource {
         TfRecordSource::new(files.iter().cloned())
             .with_options(ReaderOptions::default().with_check_crc(options.check_crc))

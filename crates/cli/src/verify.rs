@@ -57,6 +57,7 @@ struct Verified {
     index: bool,
 }
 
+/// Reads every record of `file` (and checks `<file>.idx` if present).
 fn verify_file(file: &Path) -> Result<Verified, Failure> {
     let fail = |position, error: grist_tfrecord::Error| Failure {
         position,
