@@ -5,7 +5,10 @@ use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let proto_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
-    let files = [proto_dir.join("example.proto"), proto_dir.join("feature.proto")];
+    let files = [
+        proto_dir.join("example.proto"),
+        proto_dir.join("feature.proto"),
+    ];
     for f in &files {
         println!("cargo:rerun-if-changed={}", f.display());
     }

@@ -18,13 +18,41 @@ use crate::wire::{self, Cursor, FeatureRef, Kind, LEN, Span, WireError};
 struct Found {
     /// Per key slot: (generation, span of the value message).
     slots: Vec<(u32, Span)>,
+    /// The slot (+1; 0 = not wanted) of the n-th map entry of the previous
+    /// record: writers emit keys in the same order record after record, so
+    /// a key is usually confirmed by one comparison instead of a hash.
+    predicted: Vec<u32>,
+    /// The map entries seen so far in the current record.
+    entries: usize,
 }
 
 impl Found {
     fn new(n: usize) -> Self {
         Found {
             slots: vec![(0, Span::default()); n],
+            predicted: Vec::new(),
+            entries: 0,
         }
+    }
+
+    /// The slot of `key`, the `entries`-th key of the record.
+    #[inline]
+    fn slot_of(&mut self, keys: &KeyTable, key: &[u8]) -> Option<u32> {
+        let i = self.entries;
+        self.entries += 1;
+        if let Some(&p) = self.predicted.get(i) {
+            if p != 0 && keys.name_bytes(p - 1) == key {
+                return Some(p - 1);
+            }
+        }
+        let slot = keys.lookup(key);
+        let p = slot.map_or(0, |s| s + 1);
+        if let Some(entry) = self.predicted.get_mut(i) {
+            *entry = p;
+        } else if self.predicted.len() < 1 << 16 {
+            self.predicted.push(p);
+        }
+        slot
     }
 
     #[inline]
@@ -56,6 +84,10 @@ pub struct ExampleDecoder {
     found: Found,
     found_lists: Found,
     scratch: Scratch,
+    /// Per column: values (and index entries) per row seen in the last
+    /// finished batch, to pre-size the next batch's variable-length
+    /// columns.
+    per_row: Vec<(f64, f64)>,
 }
 
 impl ExampleDecoder {
@@ -98,6 +130,7 @@ impl ExampleDecoder {
             plan: Arc::new(plan),
             limits: Limits::default(),
             generation: 0,
+            per_row: Vec::new(),
             found,
             found_lists,
             scratch: Scratch {
@@ -199,7 +232,36 @@ impl ExampleDecoder {
             }
         }
         b.reserve_rows(rows);
+        for (c, &(values, indices)) in b.columns_mut().iter_mut().zip(&self.per_row) {
+            let want = |per_row: f64| (per_row * rows as f64 * 1.1) as usize;
+            match &mut c.builder {
+                ColumnBuilder::Sparse(s) => {
+                    s.values.reserve(want(values));
+                    s.indices.reserve(want(indices));
+                }
+                ColumnBuilder::Ragged(r) => r.values.reserve(want(values)),
+                ColumnBuilder::Padded(p) => p.values.reserve(want(values)),
+                ColumnBuilder::Dense(_) => {}
+            }
+        }
         b
+    }
+
+    /// Remembers how many values per row each column held.
+    fn learn_sizes(&mut self, out: &BatchBuilder) {
+        let rows = out.rows().max(1) as f64;
+        self.per_row = out
+            .columns()
+            .iter()
+            .map(|c| match &c.builder {
+                ColumnBuilder::Sparse(s) => {
+                    (s.values.len() as f64 / rows, s.indices.len() as f64 / rows)
+                }
+                ColumnBuilder::Ragged(r) => (r.values.len() as f64 / rows, 0.0),
+                ColumnBuilder::Padded(p) => (p.values.len() as f64 / rows, 0.0),
+                ColumnBuilder::Dense(_) => (0.0, 0.0),
+            })
+            .collect();
     }
 
     /// Decodes `records` into one batch.
@@ -211,9 +273,10 @@ impl ExampleDecoder {
     ) -> Result<Batch> {
         let records = records.into_iter();
         let mut out = self.new_batch(records.size_hint().0);
-        for (i, r) in records.enumerate() {
-            let at = Location::new(file.clone(), first_record + i as u64);
+        let mut at = Location::new(file.clone(), first_record);
+        for r in records {
             self.decode(r, &at, &mut out)?;
+            at.record += 1;
         }
         self.finish(&mut out, file, first_record)
     }
@@ -221,11 +284,12 @@ impl ExampleDecoder {
     /// Finishes a batch built by [`decode`](Self::decode), reporting a
     /// ragged feature whose partitions cannot be applied.
     pub fn finish(
-        &self,
+        &mut self,
         out: &mut BatchBuilder,
         file: &Arc<str>,
         first_record: u64,
     ) -> Result<Batch> {
+        self.learn_sizes(out);
         out.finish().map_err(|e| match e {
             grist_tensor::TensorError::BadRagged { feature, reason } => Error::Feature {
                 at: Location::new(file.clone(), first_record),
@@ -345,20 +409,26 @@ fn scan_features(
             continue;
         }
         let mut entry = features.message()?;
-        let mut key: &[u8] = b"";
-        let mut value = Span {
-            start: entry.offset() as u32,
-            end: entry.offset() as u32,
-        };
-        while !entry.at_end() {
-            let (f, w) = entry.tag()?;
-            match (f, w) {
-                (1, LEN) => key = entry.bytes()?,
-                (2, LEN) => value = entry.span()?,
-                _ => entry.skip(w)?,
+        let (key, value) = match entry.key_value() {
+            Some(kv) => kv,
+            None => {
+                let mut key: &[u8] = b"";
+                let mut value = Span {
+                    start: entry.offset() as u32,
+                    end: entry.offset() as u32,
+                };
+                while !entry.at_end() {
+                    let (f, w) = entry.tag()?;
+                    match (f, w) {
+                        (1, LEN) => key = entry.bytes()?,
+                        (2, LEN) => value = entry.span()?,
+                        _ => entry.skip(w)?,
+                    }
+                }
+                (key, value)
             }
-        }
-        if let Some(slot) = keys.lookup(key) {
+        };
+        if let Some(slot) = found.slot_of(keys, key) {
             // Later entries win, as protobuf map merging does.
             found.slots[slot as usize] = (generation, value);
         }
@@ -372,6 +442,7 @@ fn scan_example(
     found: &mut Found,
     generation: u32,
 ) -> wire::WireResult<()> {
+    found.entries = 0;
     let mut c = Cursor::new(record);
     while !c.at_end() {
         let (field, wt) = c.tag()?;
@@ -392,6 +463,8 @@ fn scan_sequence(
     found_lists: &mut Found,
     generation: u32,
 ) -> wire::WireResult<()> {
+    found.entries = 0;
+    found_lists.entries = 0;
     let mut c = Cursor::new(record);
     while !c.at_end() {
         let (field, wt) = c.tag()?;

@@ -97,6 +97,12 @@ impl KeyTable {
         self.names.len()
     }
 
+    /// The key bytes of slot `slot`.
+    #[inline]
+    pub(crate) fn name_bytes(&self, slot: u32) -> &[u8] {
+        &self.names[slot as usize]
+    }
+
     /// The name of slot `slot`.
     pub(crate) fn name(&self, slot: u32) -> String {
         String::from_utf8_lossy(&self.names[slot as usize]).into_owned()

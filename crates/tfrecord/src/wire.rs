@@ -61,29 +61,12 @@ impl<'a> Cursor<'a> {
     /// Reads a varint of up to 10 bytes (the 10th may only hold bit 63).
     #[inline]
     pub(crate) fn varint(&mut self) -> WireResult<u64> {
-        let rest = &self.buf[self.pos..];
-        // Fast path: one byte.
-        if let Some(&b) = rest.first() {
-            if b < 0x80 {
-                self.pos += 1;
-                return Ok(b as u64);
+        match read_varint(&self.buf[self.pos..]) {
+            Ok((v, n)) => {
+                self.pos += n;
+                Ok(v)
             }
-        }
-        let mut value: u64 = 0;
-        for (i, &b) in rest.iter().enumerate().take(10) {
-            value |= ((b & 0x7f) as u64) << (7 * i);
-            if b < 0x80 {
-                if i == 9 && b > 1 {
-                    return Err(self.err("varint overflows 64 bits"));
-                }
-                self.pos += i + 1;
-                return Ok(value);
-            }
-        }
-        if rest.len() < 10 {
-            Err(self.err("truncated varint"))
-        } else {
-            Err(self.err("varint longer than 10 bytes"))
+            Err(reason) => Err(self.err(reason)),
         }
     }
 
@@ -153,6 +136,36 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// The fast path for a map entry written the usual way: key (field 1)
+    /// then value (field 2), nothing else. `None` when the entry has any
+    /// other layout (the caller then walks it field by field).
+    #[inline]
+    pub(crate) fn key_value(&self) -> Option<(&'a [u8], Span)> {
+        let e = &self.buf[self.pos..];
+        if e.first() != Some(&0x0a) {
+            return None;
+        }
+        let (klen, n) = read_varint(&e[1..]).ok()?;
+        let key_start = 1 + n;
+        let key_end = key_start.checked_add(usize::try_from(klen).ok()?)?;
+        if e.get(key_end) != Some(&0x12) {
+            return None;
+        }
+        let (vlen, m) = read_varint(e.get(key_end + 1..)?).ok()?;
+        let value_start = key_end + 1 + m;
+        if (e.len() - value_start.min(e.len())) as u64 != vlen || value_start > e.len() {
+            return None;
+        }
+        let base = self.base + self.pos;
+        Some((
+            &e[key_start..key_end],
+            Span {
+                start: (base + value_start) as u32,
+                end: (base + e.len()) as u32,
+            },
+        ))
+    }
+
     /// Skips a field of `wire_type` (after its tag). Groups are rejected, as
     /// TensorFlow does.
     pub(crate) fn skip(&mut self, wire_type: u32) -> WireResult<()> {
@@ -165,6 +178,104 @@ impl<'a> Cursor<'a> {
             _ => Err(self.err("invalid wire type")),
         }
     }
+}
+
+/// Decodes one varint from the start of `buf`: the value and its length.
+#[inline(always)]
+pub(crate) fn read_varint(buf: &[u8]) -> Result<(u64, usize), &'static str> {
+    match buf.first() {
+        Some(&b) if b < 0x80 => return Ok((b as u64, 1)),
+        None => return Err("truncated varint"),
+        _ => {}
+    }
+    if let Some(word) = buf.first_chunk::<8>() {
+        if let Some(v) = swar_varint(u64::from_le_bytes(*word)) {
+            return Ok(v);
+        }
+    }
+    read_varint_slow(buf)
+}
+
+/// Decodes a varint of at most 8 bytes held in the little-endian `word`
+/// without branching on each byte; `None` when it is longer.
+#[inline(always)]
+fn swar_varint(word: u64) -> Option<(u64, usize)> {
+    // A byte without its high bit ends the varint.
+    let ends = !word & 0x8080_8080_8080_8080;
+    if ends == 0 {
+        return None;
+    }
+    let len = (ends.trailing_zeros() as usize + 1) / 8;
+    // Keep the varint's bytes (len is 1..=8), drop the continuation bits.
+    let keep = u64::MAX >> (64 - 8 * len);
+    let mut x = word & keep & 0x7f7f_7f7f_7f7f_7f7f;
+    // Squeeze the 7-bit groups together: pairs, quads, then halves.
+    x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
+    x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
+    x = (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4);
+    Some((x, len))
+}
+
+#[cold]
+fn read_varint_slow(buf: &[u8]) -> Result<(u64, usize), &'static str> {
+    let mut v: u64 = 0;
+    for (i, &b) in buf.iter().enumerate().take(10) {
+        v |= ((b & 0x7f) as u64) << (7 * i);
+        if b < 0x80 {
+            if i == 9 && b > 1 {
+                return Err("varint overflows 64 bits");
+            }
+            return Ok((v, i + 1));
+        }
+    }
+    if buf.len() < 10 {
+        Err("truncated varint")
+    } else {
+        Err("varint longer than 10 bytes")
+    }
+}
+
+/// Appends the packed varints of `bytes` to `out` (as int64, two's
+/// complement, like protobuf's int64). Fails with the offset of a bad
+/// varint.
+#[inline]
+fn packed_varints(bytes: &[u8], base: usize, out: &mut Vec<i64>) -> WireResult<()> {
+    // Every varint takes at least one byte: room for `bytes.len()` values
+    // is enough; the unused tail is cut off at the end.
+    let start = out.len();
+    out.resize(start + bytes.len(), 0);
+    let dst = &mut out[start..];
+    let mut k = 0;
+    let mut p = 0;
+    // Bulk: while 8 bytes remain, decode word-wise.
+    while let Some(word) = bytes.get(p..).and_then(|b| b.first_chunk::<8>()) {
+        match swar_varint(u64::from_le_bytes(*word)) {
+            Some((v, len)) => {
+                dst[k] = v as i64;
+                k += 1;
+                p += len;
+            }
+            None => break,
+        }
+    }
+    while p < bytes.len() {
+        match read_varint(&bytes[p..]) {
+            Ok((v, len)) => {
+                dst[k] = v as i64;
+                k += 1;
+                p += len;
+            }
+            Err(reason) => {
+                out.truncate(start + k);
+                return Err(WireError {
+                    reason,
+                    offset: base + p,
+                });
+            }
+        }
+    }
+    out.truncate(start + k);
+    Ok(())
 }
 
 /// A byte range within the record being parsed.
@@ -213,6 +324,9 @@ pub(crate) struct FeatureRef {
     /// From the start of the last run of this kind's fields to the end of
     /// the Feature message. Normally exactly one list field.
     pub(crate) body: Span,
+    /// When the Feature is exactly one list field (the common case): the
+    /// list message itself.
+    pub(crate) list: Option<Span>,
 }
 
 impl Kind {
@@ -232,9 +346,37 @@ impl Kind {
 #[inline]
 pub(crate) fn feature(mut c: Cursor<'_>) -> WireResult<FeatureRef> {
     let end = c.offset() + (c.buf.len() - c.pos);
+    // Fast path: one list field spanning the whole message.
+    let rest = &c.buf[c.pos..];
+    if let (Some(&tag), Some(rest)) = (rest.first(), rest.get(1..)) {
+        let kind = match tag {
+            0x0a => Some(Kind::Bytes),
+            0x12 => Some(Kind::Float),
+            0x1a => Some(Kind::Int64),
+            _ => None,
+        };
+        if let (Some(kind), Ok((len, n))) = (kind, read_varint(rest)) {
+            if len == (rest.len() - n) as u64 {
+                let start = (c.offset() + 1 + n) as u32;
+                let list = Span {
+                    start,
+                    end: end as u32,
+                };
+                return Ok(FeatureRef {
+                    kind: Some(kind),
+                    body: Span {
+                        start: c.offset() as u32,
+                        end: end as u32,
+                    },
+                    list: Some(list),
+                });
+            }
+        }
+    }
     let mut out = FeatureRef {
         kind: None,
         body: Span::default(),
+        list: None,
     };
     while !c.at_end() {
         let field_start = c.offset();
@@ -268,6 +410,9 @@ fn for_each_list<'a>(
     let Some(kind) = feature.kind else {
         return Ok(());
     };
+    if let Some(list) = feature.list {
+        return f(list.cursor(record));
+    }
     let mut c = feature.body.cursor(record);
     while !c.at_end() {
         let (field, wt) = c.tag()?;
@@ -292,12 +437,8 @@ pub(crate) fn int64_list(
             let (field, wt) = list.tag()?;
             match (field, wt) {
                 (1, LEN) => {
-                    let mut packed = list.message()?;
-                    // Each varint takes at least one byte.
-                    out.reserve(packed.buf.len().min(1 << 20));
-                    while !packed.at_end() {
-                        out.push(packed.varint()? as i64);
-                    }
+                    let packed = list.bytes()?;
+                    packed_varints(packed, list.offset() - packed.len(), out)?;
                 }
                 (1, VARINT) => out.push(list.varint()? as i64),
                 _ => list.skip(wt)?,
@@ -374,6 +515,29 @@ mod tests {
         assert!(Cursor::new(&over).varint().is_err());
         assert!(Cursor::new(&[0x80]).varint().is_err());
         assert!(Cursor::new(&[0xff; 11]).varint().is_err());
+    }
+
+    #[test]
+    fn varints_of_every_length_round_trip() {
+        let mut values: Vec<u64> = (0..64)
+            .flat_map(|b| [1u64 << b, (1u64 << b) - 1, (1u64 << b) + 1])
+            .collect();
+        values.extend([u64::MAX, i64::MIN as u64, -1i64 as u64, 0]);
+        let mut packed = Vec::new();
+        for &v in &values {
+            let mut buf = Vec::new();
+            prost::encoding::encode_varint(v, &mut buf);
+            packed.extend_from_slice(&buf);
+            // Alone, and followed by padding (the word-wise path).
+            assert_eq!(read_varint(&buf), Ok((v, buf.len())), "{v}");
+            buf.extend([0xffu8; 12]);
+            assert_eq!(read_varint(&buf).map(|(x, _)| x), Ok(v), "{v}");
+        }
+        let mut out = Vec::new();
+        packed_varints(&packed, 0, &mut out).unwrap();
+        assert_eq!(out, values.iter().map(|&v| v as i64).collect::<Vec<_>>());
+        // A truncated final varint fails.
+        assert!(packed_varints(&[0x80, 0x80], 0, &mut out).is_err());
     }
 
     #[test]

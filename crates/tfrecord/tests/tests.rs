@@ -1,6 +1,7 @@
 //! The integration tests of grist-tfrecord (one binary, one module per
 //! area).
 
+mod differential;
 mod framing;
 mod parse;
 mod support;

@@ -1,0 +1,32 @@
+//! Decodes prod19 tf.Examples in a loop, for profilers:
+//! `cargo run --release -p grist-benches --example parse_loop -- [reps] [batch]`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use grist_benches::prod19_examples;
+use grist_tfrecord::ExampleDecoder;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let reps: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(20);
+    let batch: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1024);
+    let (spec, records) = prod19_examples(20_000, 42);
+    let file: Arc<str> = "prod19".into();
+    let mut decoder = ExampleDecoder::from_spec_file(&spec).expect("spec");
+    let start = Instant::now();
+    let mut rows = 0;
+    for _ in 0..reps {
+        for chunk in records.chunks(batch) {
+            let b = decoder
+                .decode_batch(&file, 0, chunk.iter().map(|r| &r[..]))
+                .expect("decode");
+            rows += b.rows();
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "{rows} records in {secs:.3} s: {:.0} records/s",
+        rows as f64 / secs
+    );
+}
