@@ -308,12 +308,12 @@ impl FrameDecoder {
             if masked_crc32c(&frame[payload.clone()]) != u32::from_le_bytes(footer) {
                 return Err(Error::CorruptData {
                     at: self.at(),
-                    offset: self.offset + HEADER_LEN as u64,
+                    offset: self.offset.saturating_add(HEADER_LEN as u64),
                 });
             }
         }
-        self.record += 1;
-        self.offset += frame_len as u64;
+        self.record = self.record.saturating_add(1);
+        self.offset = self.offset.saturating_add(frame_len as u64);
         Ok(Decoded::Frame(Frame {
             payload,
             len: frame_len,
