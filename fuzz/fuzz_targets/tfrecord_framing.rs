@@ -128,5 +128,6 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         assert_eq!(records, frames);
+        let _ = std::fs::remove_file(path);
     }
 });
