@@ -13,6 +13,9 @@ use crate::error::{Error, FeatureProblem, Location, Result};
 use crate::plan::{ColumnPlan, KeyTable, Plan, SequencePlan};
 use crate::wire::{self, Cursor, FeatureRef, Kind, LEN, Span, WireError};
 
+/// The hot path's result: the error boxed, so results stay small.
+type Hot<T> = std::result::Result<T, Box<Error>>;
+
 /// Where each wanted key was found in the current record.
 #[derive(Clone, Debug, Default)]
 struct Found {
@@ -41,7 +44,7 @@ impl Found {
         let i = self.entries;
         self.entries += 1;
         if let Some(&p) = self.predicted.get(i) {
-            if p != 0 && keys.name_bytes(p - 1) == key {
+            if p != 0 && keys.is(p - 1, key) {
                 return Some(p - 1);
             }
         }
@@ -309,13 +312,16 @@ impl ExampleDecoder {
     /// before this one.
     pub fn decode(&mut self, record: &[u8], at: &Location, out: &mut BatchBuilder) -> Result<()> {
         out.begin_row();
-        let res = self.decode_inner(record, at, out);
-        if res.is_err() {
-            out.discard_row();
-        } else {
-            out.end_row();
+        match self.decode_inner(record, at, out) {
+            Ok(()) => {
+                out.end_row();
+                Ok(())
+            }
+            Err(e) => {
+                out.discard_row();
+                Err(*e)
+            }
         }
-        res
     }
 
     fn next_generation(&mut self) {
@@ -334,13 +340,13 @@ impl ExampleDecoder {
         }
     }
 
-    fn decode_inner(&mut self, record: &[u8], at: &Location, out: &mut BatchBuilder) -> Result<()> {
+    fn decode_inner(&mut self, record: &[u8], at: &Location, out: &mut BatchBuilder) -> Hot<()> {
         if record.len() > u32::MAX as usize {
-            return Err(Error::RecordTooLarge {
+            return Err(Box::new(Error::RecordTooLarge {
                 at: at.clone(),
                 len: record.len() as u64,
                 max: u32::MAX as u64,
-            });
+            }));
         }
         self.next_generation();
         let plan = self.plan.clone();
@@ -349,11 +355,13 @@ impl ExampleDecoder {
         } else {
             "Example"
         };
-        let malformed = |e: WireError| Error::Malformed {
-            at: at.clone(),
-            message,
-            reason: e.reason,
-            offset: e.offset,
+        let malformed = |e: WireError| {
+            Box::new(Error::Malformed {
+                at: at.clone(),
+                message,
+                reason: e.reason,
+                offset: e.offset,
+            })
         };
         let generation = self.generation;
         if plan.is_sequence {
@@ -515,28 +523,30 @@ struct Ctx<'r> {
 }
 
 impl<'r> Ctx<'r> {
-    fn malformed(&self, e: WireError) -> Error {
-        Error::Malformed {
+    #[cold]
+    fn malformed(&self, e: WireError) -> Box<Error> {
+        Box::new(Error::Malformed {
             at: self.at.clone(),
             message: "Feature",
             reason: e.reason,
             offset: e.offset,
-        }
+        })
     }
 
-    fn problem(&self, feature: &str, problem: FeatureProblem) -> Error {
-        Error::Feature {
+    #[cold]
+    fn problem(&self, feature: &str, problem: FeatureProblem) -> Box<Error> {
+        Box::new(Error::Feature {
             at: self.at.clone(),
             feature: feature.to_string(),
             problem,
-        }
+        })
     }
 
     /// The feature stored under `slot`: `None` when absent or when it has
     /// no kind (TensorFlow treats both as missing); a type mismatch is an
     /// error naming `feature`.
     #[inline]
-    fn feature(&self, slot: u32, dtype: DType) -> Result<Option<FeatureRef>> {
+    fn feature(&self, slot: u32, dtype: DType) -> Hot<Option<FeatureRef>> {
         let Some(span) = self.found.get(slot, self.generation) else {
             return Ok(None);
         };
@@ -560,7 +570,7 @@ impl<'r> Ctx<'r> {
         plan: &ColumnPlan,
         builder: &mut ColumnBuilder,
         scratch: &mut Scratch,
-    ) -> Result<()> {
+    ) -> Hot<()> {
         match (plan, builder) {
             (
                 ColumnPlan::Dense {
@@ -697,7 +707,7 @@ impl<'r> Ctx<'r> {
         already_sorted: bool,
         b: &mut SparseBuilder,
         scratch: &mut Scratch,
-    ) -> Result<()> {
+    ) -> Hot<()> {
         let start = b.values.len();
         let nnz = match self.feature(value_key, dtype)? {
             Some(f) => append(self.record, &f, &mut b.values).map_err(|e| self.malformed(e))?,
@@ -730,6 +740,17 @@ impl<'r> Ctx<'r> {
             }
         }
         let ids = &scratch.ids[..rank];
+        let row = self.row;
+        if rank == 1 {
+            // One index per value (the common case): a plain sortedness
+            // check and an interleaving copy.
+            let id = &ids[0];
+            if already_sorted || id.windows(2).all(|w| w[0] <= w[1]) {
+                b.indices.reserve(2 * nnz);
+                b.indices.extend(id.iter().flat_map(|&i| [row, i]));
+                return Ok(());
+            }
+        }
         let less = |a: usize, b: usize| {
             for id in ids {
                 match id[a].cmp(&id[b]) {
@@ -741,7 +762,6 @@ impl<'r> Ctx<'r> {
         };
         let sorted =
             already_sorted || (1..nnz).all(|i| less(i - 1, i) != std::cmp::Ordering::Greater);
-        let row = self.row;
         b.indices.reserve(nnz * (rank + 1));
         if sorted {
             for i in 0..nnz {
@@ -767,7 +787,7 @@ impl<'r> Ctx<'r> {
         name: &str,
         plan: &SequencePlan,
         builder: &mut ColumnBuilder,
-    ) -> Result<()> {
+    ) -> Hot<()> {
         let (key, dtype) = match plan {
             SequencePlan::Dense { key, dtype, .. }
             | SequencePlan::Varlen { key, dtype }
@@ -860,8 +880,8 @@ impl<'r> Ctx<'r> {
         list: Span,
         dtype: DType,
         name: &str,
-        mut f: impl FnMut(Option<FeatureRef>) -> Result<()>,
-    ) -> Result<()> {
+        mut f: impl FnMut(Option<FeatureRef>) -> Hot<()>,
+    ) -> Hot<()> {
         let mut c = list.cursor(self.record);
         while !c.at_end() {
             let (field, wt) = c.tag().map_err(|e| self.malformed(e))?;

@@ -19,9 +19,15 @@ mod source;
 mod writer;
 
 // -- tf.Example / tf.SequenceExample parsing and building --
-// (module lines for plan.rs, decoder.rs, wire.rs, build.rs, records.rs go here)
+mod decoder;
+mod encode;
+mod plan;
+mod records;
+mod wire;
 
 pub use compression::{CompressedReader, CompressedWriter, Compression};
+pub use decoder::ExampleDecoder;
+pub use encode::{ExampleBuilder, encode_batch};
 pub use error::{Error, FeatureProblem, Location, Result};
 pub use framing::{
     Decoded, FOOTER_LEN, FRAME_OVERHEAD, Frame, FrameDecoder, HEADER_LEN, ReaderOptions,
@@ -31,5 +37,6 @@ pub use index::{
     IndexEntry, IndexedReader, build_index, index_path, parse_index, read_index, verify_index,
     write_index, write_index_to,
 };
+pub use records::{example_to_json, feature_to_json, sequence_example_to_json};
 pub use source::TfRecordSource;
 pub use writer::{RecordWriter, WriteSummary, WriterOptions};

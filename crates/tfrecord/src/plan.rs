@@ -97,10 +97,25 @@ impl KeyTable {
         self.names.len()
     }
 
-    /// The key bytes of slot `slot`.
+    /// Whether slot `slot` is the key `key`.
     #[inline]
-    pub(crate) fn name_bytes(&self, slot: u32) -> &[u8] {
-        &self.names[slot as usize]
+    pub(crate) fn is(&self, slot: u32, key: &[u8]) -> bool {
+        let name = &self.names[slot as usize];
+        // Short keys (the usual case) compare as two words, no memcmp call.
+        if name.len() != key.len() {
+            return false;
+        }
+        match key.len() {
+            8..=16 => {
+                let word = |b: &[u8], at: usize| {
+                    u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]))
+                };
+                let last = key.len() - 8;
+                word(name, 0) == word(key, 0) && word(name, last) == word(key, last)
+            }
+            0..8 => name.iter().zip(key).all(|(a, b)| a == b),
+            _ => **name == *key,
+        }
     }
 
     /// The name of slot `slot`.

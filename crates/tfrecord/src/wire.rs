@@ -208,12 +208,39 @@ fn swar_varint(word: u64) -> Option<(u64, usize)> {
     let len = (ends.trailing_zeros() as usize + 1) / 8;
     // Keep the varint's bytes (len is 1..=8), drop the continuation bits.
     let keep = u64::MAX >> (64 - 8 * len);
-    let mut x = word & keep & 0x7f7f_7f7f_7f7f_7f7f;
-    // Squeeze the 7-bit groups together: pairs, quads, then halves.
+    Some((squeeze(word & keep), len))
+}
+
+/// Decodes every varint that ends in `word` (their ends marked in `ends`),
+/// appending to `dst` at `*k`; returns the bit offset after the last one.
+#[inline(always)]
+fn squeeze_all(word: u64, mut ends: u64, dst: &mut [i64], k: &mut usize) -> u32 {
+    let mut from = 0u32;
+    while ends != 0 {
+        let to = ends.trailing_zeros() + 1;
+        let bits = (word >> from) & (u64::MAX >> (64 - (to - from)));
+        dst[*k] = if to - from <= 24 {
+            // Up to 3 bytes (values below 2^21): three groups.
+            ((bits & 0x7f) | ((bits >> 1) & 0x3f80) | ((bits >> 2) & 0x1f_c000)) as i64
+        } else {
+            squeeze(bits) as i64
+        };
+        *k += 1;
+        from = to;
+        ends &= ends - 1;
+    }
+    from
+}
+
+/// Joins the 7-bit groups of up to 8 varint bytes (little-endian in `x`)
+/// into the value they encode.
+#[inline(always)]
+fn squeeze(x: u64) -> u64 {
+    let mut x = x & 0x7f7f_7f7f_7f7f_7f7f;
+    // Pairs, quads, then halves.
     x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
     x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
-    x = (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4);
-    Some((x, len))
+    (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4)
 }
 
 #[cold]
@@ -247,16 +274,27 @@ fn packed_varints(bytes: &[u8], base: usize, out: &mut Vec<i64>) -> WireResult<(
     let dst = &mut out[start..];
     let mut k = 0;
     let mut p = 0;
-    // Bulk: while 8 bytes remain, decode word-wise.
-    while let Some(word) = bytes.get(p..).and_then(|b| b.first_chunk::<8>()) {
-        match swar_varint(u64::from_le_bytes(*word)) {
-            Some((v, len)) => {
-                dst[k] = v as i64;
-                k += 1;
-                p += len;
-            }
-            None => break,
+    // Bulk: while 8 bytes remain, decode every varint that ends within
+    // the next 8-byte word, without a dependency from one to the next.
+    while let Some(w) = bytes.get(p..).and_then(|b| b.first_chunk::<8>()) {
+        let word = u64::from_le_bytes(*w);
+        let ends = !word & 0x8080_8080_8080_8080;
+        if ends == 0 {
+            // A varint longer than 8 bytes: the careful path below.
+            break;
         }
+        let from = squeeze_all(word, ends, dst, &mut k);
+        p += (from / 8) as usize;
+    }
+    // The last bytes: zero-padded into one word, whose padding can hold no
+    // varint end, so a varint cut short by the end still fails below.
+    if p < bytes.len() && bytes.len() - p < 8 {
+        let mut tail = [0x80u8; 8];
+        tail[..bytes.len() - p].copy_from_slice(&bytes[p..]);
+        let word = u64::from_le_bytes(tail);
+        let ends = !word & 0x8080_8080_8080_8080;
+        let from = squeeze_all(word, ends, dst, &mut k);
+        p += (from / 8) as usize;
     }
     while p < bytes.len() {
         match read_varint(&bytes[p..]) {
