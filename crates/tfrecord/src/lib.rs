@@ -1,5 +1,56 @@
-//! TFRecord files and tf.Example / tf.SequenceExample records into grist
-//! tensor batches.
+//! TFRecord files and `tf.train.Example` / `tf.train.SequenceExample`
+//! records into grist tensor batches, with TensorFlow's semantics.
+//!
+//! Data moves like this: a [`RecordReader`] (or, for the loader, a
+//! [`TfRecordSource`] of chunks) splits a file into record payloads,
+//! checking both masked CRC32Cs of every frame; an [`ExampleDecoder`],
+//! compiled once from [`grist_tensor::FeatureSpec`]s, reads each payload's
+//! protobuf wire format straight into the columns of a
+//! [`grist_tensor::BatchBuilder`], exactly as `tf.io.parse_example` (or
+//! `tf.io.parse_sequence_example`) would fill its output tensors. Going the
+//! other way, [`encode_batch`] / [`ExampleBuilder`] make Examples and a
+//! [`RecordWriter`] frames them (atomically: never a truncated file under
+//! the final name). [`IndexedReader`] reads records by number through
+//! NVIDIA DALI-compatible index files.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use grist_tensor::{DType, FeatureSpec};
+//! use grist_tfrecord::{
+//!     Compression, ExampleBuilder, ExampleDecoder, ReaderOptions, RecordReader, RecordWriter,
+//! };
+//!
+//! // Write two Examples into an in-memory TFRecord stream.
+//! let mut writer = RecordWriter::new(Vec::new());
+//! for id in [7, 8] {
+//!     let example = ExampleBuilder::new().with_int64s("id", [id]).with_floats("x", [0.5, 1.5]);
+//!     writer.write_record(&example.encode())?;
+//! }
+//! let (bytes, _) = writer.finish_into_inner()?;
+//!
+//! // Read them back as one batch.
+//! let specs = [
+//!     FeatureSpec::dense("id", DType::Int64, []),
+//!     FeatureSpec::varlen("x", DType::Float32),
+//! ];
+//! let mut decoder = ExampleDecoder::new(&specs)?;
+//! let mut reader = RecordReader::new(&bytes[..], "mem", Compression::None, ReaderOptions::default())?;
+//! let file: Arc<str> = "mem".into();
+//! let mut records = Vec::new();
+//! while let Some(r) = reader.next_record()? {
+//!     records.push(r.to_vec());
+//! }
+//! let batch = decoder.decode_batch(&file, 0, records.iter().map(|r| &r[..]))?;
+//! assert_eq!(batch.rows(), 2);
+//! assert_eq!(batch.get("x").unwrap().as_sparse().unwrap().dense_shape, vec![2, 2]);
+//! # Ok::<(), grist_tfrecord::Error>(())
+//! ```
+//!
+//! | Cargo feature | default | what it adds |
+//! |---|---|---|
+//! | `gzip` | on | GZIP-compressed files (`.gz`) |
+//! | `zlib` | on | ZLIB-compressed files (`.zz`, `.zlib`) |
+//! | `zstd` | off | ZSTD-compressed files (`.zst`), not a TensorFlow codec |
 #![deny(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
