@@ -56,6 +56,7 @@ def run_epochs(make_iter, epochs, warmup_steps, min_seconds, rows=batch_rows, ma
     batches = 0
     steps_seen = 0
     t_start = None
+    cpu_start = 0.0
     epoch = 0
     while True:
         it = iter(make_iter())
@@ -71,6 +72,7 @@ def run_epochs(make_iter, epochs, warmup_steps, min_seconds, rows=batch_rows, ma
             if t_start is None:
                 # The first timed step started when the previous one ended.
                 t_start = t_prev
+                cpu_start = time.process_time()
             step_ms.append((now - t_prev) * 1e3)
             records += n
             batches += 1
@@ -80,7 +82,9 @@ def run_epochs(make_iter, epochs, warmup_steps, min_seconds, rows=batch_rows, ma
         if epoch >= epochs and (elapsed >= min_seconds or epoch >= max_epochs):
             break
     seconds = time.perf_counter() - t_start if t_start is not None else 0.0
+    cpu_seconds = time.process_time() - cpu_start if t_start is not None else 0.0
     return {
+        "cpu_seconds": cpu_seconds,
         "records": records,
         "batches": batches,
         "seconds": seconds,
@@ -107,12 +111,19 @@ def result(peer, run, files, threads, batch_size, **extra):
         "threads": threads,
         "batch_size": batch_size,
         "epochs": epochs,
+        # CPU time of the whole process (all threads) over the timed part:
+        # less sensitive to other load on the machine than wall time.
+        "cpu_seconds": round(run["cpu_seconds"], 3),
+        "records_per_cpu_s": round(run["records"] / run["cpu_seconds"], 1) if run["cpu_seconds"] else None,
         "records_per_epoch": int(per_epoch_records),
         "file_bytes": total_bytes,
         "files": [os.path.basename(f) for f in files],
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "host_cpus": os.cpu_count(),
+        # e.g. [0] when run under `taskset -c 0`: a true one-core measurement.
+        "cpu_affinity": sorted(os.sched_getaffinity(0)),
         "python": platform.python_version(),
+        "loadavg_1m_at_end": round(os.getloadavg()[0], 2),
     }
     out.update(extra)
     return out
