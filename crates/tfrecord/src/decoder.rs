@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use grist_tensor::{
     Batch, BatchBuilder, Chunk, ColumnBuilder, DType, DenseBuilder, FeatureSpec, Limits,
-    PaddedBuilder, RaggedBuilder, Section, SparseBuilder, SpecFile, StringValues, Values,
+    PaddedBuilder, RaggedBuilder, Section, SparseBuilder, SpecFile, Values,
 };
 
 use crate::error::{Error, FeatureProblem, Location, Result};
@@ -70,6 +70,8 @@ impl Found {
 struct Scratch {
     ids: Vec<Vec<i64>>,
     order: Vec<usize>,
+    /// A copy of the values being reordered (unsorted sparse rows).
+    tail: Option<Values>,
 }
 
 /// Decodes serialized `tf.train.Example` (or `tf.train.SequenceExample`)
@@ -777,7 +779,7 @@ impl<'r> Ctx<'r> {
                 b.indices.push(row);
                 b.indices.extend(ids.iter().map(|id| id[i]));
             }
-            permute_tail(&mut b.values, start, order);
+            permute_tail(&mut b.values, start, order, &mut scratch.tail);
         }
         Ok(())
     }
@@ -910,28 +912,17 @@ impl<'r> Ctx<'r> {
 }
 
 /// Reorders `values[start..]` so that position `k` holds the old value at
-/// `start + order[k]`.
-fn permute_tail(values: &mut Values, start: usize, order: &[usize]) {
-    fn go<T: Copy>(v: &mut [T], start: usize, order: &[usize]) {
-        let tail: Vec<T> = v[start..].to_vec();
-        for (k, &i) in order.iter().enumerate() {
-            v[start + k] = tail[i];
-        }
-    }
-    match values {
-        Values::Int64(v) => go(v, start, order),
-        Values::Float32(v) => go(v, start, order),
-        Values::Int32(v) => go(v, start, order),
-        Values::Float64(v) => go(v, start, order),
-        Values::Bool(v) => go(v, start, order),
-        Values::String(s) => {
-            let mut tail = StringValues::new();
-            tail.extend_from_range(s, start..s.len());
-            s.truncate(start);
-            for &i in order {
-                s.push(tail.get(i).unwrap_or_default());
-            }
-        }
+/// `start + order[k]`, using `tail` as reusable scratch space.
+fn permute_tail(values: &mut Values, start: usize, order: &[usize], tail: &mut Option<Values>) {
+    let tail = match tail {
+        Some(t) if t.dtype() == values.dtype() => t,
+        _ => tail.insert(Values::new(values.dtype())),
+    };
+    tail.clear();
+    tail.extend_from_range(values, start..values.len());
+    values.truncate(start);
+    for &i in order {
+        values.extend_from_range(tail, i..i + 1);
     }
 }
 
