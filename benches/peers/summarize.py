@@ -10,6 +10,7 @@ depends on it.
 """
 
 import json
+import statistics
 import sys
 from collections import OrderedDict
 
@@ -34,8 +35,8 @@ def main():
                     continue
                 r = json.loads(line)
                 rows.setdefault(key(r), []).append(r)
-    print("| peer | file | threads | batch | records/s (runs) | best records/s | MB/s (best) | median ms/step (best) | best records/CPU-s | s (best) |")
-    print("| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| peer | file | threads | batch | records/s (runs) | median records/s | best records/s | MB/s (best) | median ms/step (best) | best records/CPU-s | s (best) |")
+    print("| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for (peer, files, threads, batch), runs in rows.items():
         best = max(runs, key=lambda r: r["records_per_s"] or 0)
         cpus = [r["records_per_cpu_s"] for r in runs if r.get("records_per_cpu_s")]
@@ -43,6 +44,7 @@ def main():
         print(
             f"| {peer} | {files} | {threads} | {batch} | "
             + ", ".join(f"{r['records_per_s']:,.0f}" for r in runs)
+            + f" | {statistics.median(r['records_per_s'] for r in runs):,.0f}"
             + f" | {best['records_per_s']:,.0f} | {best['bytes_per_s'] / 1e6:,.1f} | {best['median_step_ms']:.2f} | "
             + (f"{cpu:,.0f}" if cpu else "n/a")
             + f" | {best['seconds']:.1f} |"
