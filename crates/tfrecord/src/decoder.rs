@@ -19,8 +19,9 @@ type Hot<T> = std::result::Result<T, Box<Error>>;
 /// Where each wanted key was found in the current record.
 #[derive(Clone, Debug, Default)]
 struct Found {
-    /// Per key slot: (generation, span of the value message).
-    slots: Vec<(u32, Span)>,
+    /// Per key slot: the generation it was seen in, the span of its value
+    /// message and, for `Features` maps, the value parsed as a Feature.
+    slots: Vec<(u32, Span, FeatureRef)>,
     /// The slot (+1; 0 = not wanted) of the n-th map entry of the previous
     /// record: writers emit keys in the same order record after record, so
     /// a key is usually confirmed by one comparison instead of a hash.
@@ -32,7 +33,7 @@ struct Found {
 impl Found {
     fn new(n: usize) -> Self {
         Found {
-            slots: vec![(0, Span::default()); n],
+            slots: vec![(0, Span::default(), FeatureRef::default()); n],
             predicted: Vec::new(),
             entries: 0,
         }
@@ -60,8 +61,14 @@ impl Found {
 
     #[inline]
     fn get(&self, slot: u32, generation: u32) -> Option<Span> {
-        let (g, span) = self.slots[slot as usize];
+        let (g, span, _) = self.slots[slot as usize];
         (g == generation).then_some(span)
+    }
+
+    #[inline]
+    fn feature(&self, slot: u32, generation: u32) -> Option<FeatureRef> {
+        let (g, _, f) = self.slots[slot as usize];
+        (g == generation).then_some(f)
     }
 }
 
@@ -336,7 +343,7 @@ impl ExampleDecoder {
                 .iter_mut()
                 .chain(self.found_lists.slots.iter_mut())
             {
-                *s = (0, Span::default());
+                *s = (0, Span::default(), FeatureRef::default());
             }
             self.generation = 1;
         }
@@ -404,13 +411,16 @@ impl ExampleDecoder {
     }
 }
 
-/// Scans the map entries of a `Features` message into `found`.
+/// Scans the map entries of a `Features` (or, with `lists`, a
+/// `FeatureLists`) message into `found`.
 #[inline]
 fn scan_features(
+    record: &[u8],
     mut features: Cursor<'_>,
     keys: &KeyTable,
     found: &mut Found,
     generation: u32,
+    lists: bool,
 ) -> wire::WireResult<()> {
     while !features.at_end() {
         let (field, wt) = features.tag()?;
@@ -439,8 +449,13 @@ fn scan_features(
             }
         };
         if let Some(slot) = found.slot_of(keys, key) {
+            let feature = if lists {
+                FeatureRef::default()
+            } else {
+                wire::feature(value.cursor(record))?
+            };
             // Later entries win, as protobuf map merging does.
-            found.slots[slot as usize] = (generation, value);
+            found.slots[slot as usize] = (generation, value, feature);
         }
     }
     Ok(())
@@ -457,7 +472,7 @@ fn scan_example(
     while !c.at_end() {
         let (field, wt) = c.tag()?;
         if field == 1 && wt == LEN {
-            scan_features(c.message()?, keys, found, generation)?;
+            scan_features(record, c.message()?, keys, found, generation, false)?;
         } else {
             c.skip(wt)?;
         }
@@ -479,10 +494,12 @@ fn scan_sequence(
     while !c.at_end() {
         let (field, wt) = c.tag()?;
         match (field, wt) {
-            (1, LEN) => scan_features(c.message()?, keys, found, generation)?,
+            (1, LEN) => scan_features(record, c.message()?, keys, found, generation, false)?,
             // FeatureLists has the same shape as Features: a map of
             // string → message under field 1.
-            (2, LEN) => scan_features(c.message()?, list_keys, found_lists, generation)?,
+            (2, LEN) => {
+                scan_features(record, c.message()?, list_keys, found_lists, generation, true)?
+            }
             _ => c.skip(wt)?,
         }
     }
@@ -549,10 +566,9 @@ impl<'r> Ctx<'r> {
     /// error naming `feature`.
     #[inline]
     fn feature(&self, slot: u32, dtype: DType) -> Hot<Option<FeatureRef>> {
-        let Some(span) = self.found.get(slot, self.generation) else {
+        let Some(f) = self.found.feature(slot, self.generation) else {
             return Ok(None);
         };
-        let f = wire::feature(span.cursor(self.record)).map_err(|e| self.malformed(e))?;
         match f.kind {
             None => Ok(None),
             Some(k) if k == wanted_kind(dtype) => Ok(Some(f)),

@@ -377,6 +377,16 @@ impl Kind {
     }
 }
 
+impl Default for FeatureRef {
+    fn default() -> Self {
+        FeatureRef {
+            kind: None,
+            body: Span::default(),
+            list: None,
+        }
+    }
+}
+
 /// Reads a `Feature` message. The oneof follows protobuf semantics: the
 /// last list field present decides the kind, and repeated occurrences of
 /// the same list field are concatenated (TensorFlow agrees on every Feature
