@@ -10,7 +10,7 @@ use grist_tensor::{
 };
 
 use crate::error::{Error, FeatureProblem, Location, Result};
-use crate::plan::{ColumnPlan, KeyTable, Plan, SequencePlan};
+use crate::plan::{ColumnPlan, KeyTable, Plan, Role, SequencePlan};
 use crate::wire::{self, Cursor, FeatureRef, Kind, LEN, Span, WireError};
 
 /// The hot path's result: the error boxed, so results stay small.
@@ -22,6 +22,13 @@ struct Found {
     /// Per key slot: the generation it was seen in, the span of its value
     /// message and, for `Features` maps, the value parsed as a Feature.
     slots: Vec<(u32, Span, FeatureRef)>,
+    predictor: Predictor,
+}
+
+/// Finds the slot of each map key, guessing first that keys come in the
+/// same order as in the previous record.
+#[derive(Clone, Debug, Default)]
+struct Predictor {
     /// The slot (+1; 0 = not wanted) of the n-th map entry of the previous
     /// record: writers emit keys in the same order record after record, so
     /// a key is usually confirmed by one comparison instead of a hash.
@@ -34,11 +41,12 @@ impl Found {
     fn new(n: usize) -> Self {
         Found {
             slots: vec![(0, Span::default(), FeatureRef::default()); n],
-            predicted: Vec::new(),
-            entries: 0,
+            predictor: Predictor::default(),
         }
     }
+}
 
+impl Predictor {
     /// The slot of `key`, the `entries`-th key of the record.
     #[inline]
     fn slot_of(&mut self, keys: &KeyTable, key: &[u8]) -> Option<u32> {
@@ -58,7 +66,9 @@ impl Found {
         }
         slot
     }
+}
 
+impl Found {
     #[inline]
     fn get(&self, slot: u32, generation: u32) -> Option<Span> {
         let (g, span, _) = self.slots[slot as usize];
@@ -79,6 +89,10 @@ struct Scratch {
     order: Vec<usize>,
     /// A copy of the values being reordered (unsorted sparse rows).
     tail: Option<Values>,
+    /// One-pass decoding: per column, the index lists of a SparseFeature
+    /// and where the row's values start.
+    sparse_ids: Vec<Vec<Vec<i64>>>,
+    sparse_start: Vec<usize>,
 }
 
 /// Decodes serialized `tf.train.Example` (or `tf.train.SequenceExample`)
@@ -138,6 +152,8 @@ impl ExampleDecoder {
             })
             .max()
             .unwrap_or(0);
+        let sparse_ids = plan_sparse_ids(&plan);
+        let sparse_start = vec![0; plan.columns.len()];
         ExampleDecoder {
             plan: Arc::new(plan),
             limits: Limits::default(),
@@ -147,6 +163,8 @@ impl ExampleDecoder {
             found_lists,
             scratch: Scratch {
                 ids: vec![Vec::new(); ids],
+                sparse_ids,
+                sparse_start,
                 ..Scratch::default()
             },
         }
@@ -321,6 +339,16 @@ impl ExampleDecoder {
     /// before this one.
     pub fn decode(&mut self, record: &[u8], at: &Location, out: &mut BatchBuilder) -> Result<()> {
         out.begin_row();
+        if self.plan.direct.is_some() && record.len() <= u32::MAX as usize {
+            if self.decode_direct(record, out) {
+                out.end_row();
+                return Ok(());
+            }
+            // Something unusual (an error, a key given twice, an empty
+            // Feature): start the row over on the general path, which
+            // reports exactly what is wrong.
+            out.discard_row();
+        }
         match self.decode_inner(record, at, out) {
             Ok(()) => {
                 out.end_row();
@@ -331,6 +359,161 @@ impl ExampleDecoder {
                 Err(*e)
             }
         }
+    }
+
+    /// Decodes a plain Example in one pass over its bytes, each wanted
+    /// feature straight into its column as its map entry is read. Returns
+    /// `false` on anything but a well-formed record whose every key appears
+    /// once: the caller then discards the partial row and uses the general
+    /// path, so results and errors are the same either way.
+    fn decode_direct(&mut self, record: &[u8], out: &mut BatchBuilder) -> bool {
+        let plan = Arc::clone(&self.plan);
+        let Some(roles) = plan.direct.as_deref() else {
+            return false;
+        };
+        self.next_generation();
+        let generation = self.generation;
+        let row = out.rows() as i64;
+        let columns = out.columns_mut();
+        let scratch = &mut self.scratch;
+        for (c, (_, col)) in plan.columns.iter().enumerate() {
+            if let (ColumnPlan::Sparse { .. }, ColumnBuilder::Sparse(b)) =
+                (col, &columns[c].builder)
+            {
+                scratch.sparse_start[c] = b.values.len();
+            }
+        }
+        let slots = &mut self.found.slots;
+        let predictor = &mut self.found.predictor;
+        predictor.entries = 0;
+        let mut on_entry = |slot: u32, value: Span| -> wire::WireResult<bool> {
+            let seen = &mut slots[slot as usize].0;
+            if *seen == generation {
+                return Ok(false);
+            }
+            *seen = generation;
+            let f = wire::feature(value.cursor(record))?;
+            let Some(kind) = f.kind else {
+                return Ok(false);
+            };
+            Ok(match roles[slot as usize] {
+                Role::Dense(c) => match &mut columns[c].builder {
+                    ColumnBuilder::Dense(b) => {
+                        kind == wanted_kind(b.values.dtype())
+                            && append(record, &f, &mut b.values)? == b.row_len()
+                    }
+                    _ => false,
+                },
+                Role::Varlen(c) => match &mut columns[c].builder {
+                    ColumnBuilder::Sparse(b) if kind == wanted_kind(b.values.dtype()) => {
+                        let n = append(record, &f, &mut b.values)?;
+                        b.indices.reserve(2 * n);
+                        b.indices.extend((0..n as i64).flat_map(|j| [row, j]));
+                        b.shape[0] = b.shape[0].max(n as i64);
+                        true
+                    }
+                    _ => false,
+                },
+                Role::Padded(c) => match &mut columns[c].builder {
+                    ColumnBuilder::Padded(b) if kind == wanted_kind(b.values.dtype()) => {
+                        let n = append(record, &f, &mut b.values)?;
+                        match n.checked_div(b.item_len()) {
+                            Some(steps) if n % b.item_len() == 0 => {
+                                b.steps.push(steps);
+                                true
+                            }
+                            _ => false,
+                        }
+                    }
+                    _ => false,
+                },
+                Role::SparseValue(c) => match &mut columns[c].builder {
+                    ColumnBuilder::Sparse(b) if kind == wanted_kind(b.values.dtype()) => {
+                        append(record, &f, &mut b.values)?;
+                        true
+                    }
+                    _ => false,
+                },
+                Role::SparseIndex(c, k) => {
+                    let ids = &mut scratch.sparse_ids[c][k];
+                    ids.clear();
+                    kind == Kind::Int64 && {
+                        wire::int64_list(record, &f, ids)?;
+                        true
+                    }
+                }
+            })
+        };
+        let mut c = Cursor::new(record);
+        let complete = (|| -> wire::WireResult<bool> {
+            while !c.at_end() {
+                let (field, wt) = c.tag()?;
+                if field == 1 && wt == LEN {
+                    if !for_each_entry(c.message()?, &plan.keys, predictor, &mut on_entry)? {
+                        return Ok(false);
+                    }
+                } else {
+                    c.skip(wt)?;
+                }
+            }
+            Ok(true)
+        })();
+        if complete != Ok(true) {
+            return false;
+        }
+        // Columns whose keys did not appear, and the sparse indices.
+        let seen = |slot: u32| slots[slot as usize].0 == generation;
+        for (c, (_, col)) in plan.columns.iter().enumerate() {
+            match (col, &mut columns[c].builder) {
+                (ColumnPlan::Dense { key, default, .. }, ColumnBuilder::Dense(b)) => {
+                    if !seen(*key) {
+                        match default {
+                            Some(d) => b.values.extend_from(d),
+                            None => return false,
+                        }
+                    }
+                    b.end_row();
+                }
+                (ColumnPlan::Padded { key, .. }, ColumnBuilder::Padded(b)) => {
+                    if !seen(*key) {
+                        b.steps.push(0);
+                    }
+                }
+                (
+                    ColumnPlan::Sparse {
+                        index_keys,
+                        sizes,
+                        already_sorted,
+                        ..
+                    },
+                    ColumnBuilder::Sparse(b),
+                ) => {
+                    let start = scratch.sparse_start[c];
+                    let nnz = b.values.len() - start;
+                    let ids = &mut scratch.sparse_ids[c];
+                    for (k, key) in index_keys.iter().enumerate() {
+                        if !seen(*key) {
+                            ids[k].clear();
+                        }
+                    }
+                    if check_sparse(ids, nnz, sizes).is_some() {
+                        return false;
+                    }
+                    write_sparse_row(
+                        ids,
+                        nnz,
+                        row,
+                        *already_sorted,
+                        start,
+                        b,
+                        &mut scratch.order,
+                        &mut scratch.tail,
+                    );
+                }
+                _ => {}
+            }
+        }
+        true
     }
 
     fn next_generation(&mut self) {
@@ -411,17 +594,16 @@ impl ExampleDecoder {
     }
 }
 
-/// Scans the map entries of a `Features` (or, with `lists`, a
-/// `FeatureLists`) message into `found`.
-#[inline]
-fn scan_features(
-    record: &[u8],
+/// Calls `on` with the slot and value span of every wanted entry of a
+/// `Features` or `FeatureLists` map message; stops early (returning
+/// `Ok(false)`) when `on` returns `false`.
+#[inline(always)]
+fn for_each_entry(
     mut features: Cursor<'_>,
     keys: &KeyTable,
-    found: &mut Found,
-    generation: u32,
-    lists: bool,
-) -> wire::WireResult<()> {
+    predictor: &mut Predictor,
+    mut on: impl FnMut(u32, Span) -> wire::WireResult<bool>,
+) -> wire::WireResult<bool> {
     while !features.at_end() {
         let (field, wt) = features.tag()?;
         if field != 1 || wt != LEN {
@@ -448,16 +630,48 @@ fn scan_features(
                 (key, value)
             }
         };
-        if let Some(slot) = found.slot_of(keys, key) {
-            let feature = if lists {
-                FeatureRef::default()
-            } else {
-                wire::feature(value.cursor(record))?
-            };
-            // Later entries win, as protobuf map merging does.
-            found.slots[slot as usize] = (generation, value, feature);
+        if let Some(slot) = predictor.slot_of(keys, key) {
+            if !on(slot, value)? {
+                return Ok(false);
+            }
         }
     }
+    Ok(true)
+}
+
+/// Per column: room for the index lists of a SparseFeature.
+fn plan_sparse_ids(plan: &Plan) -> Vec<Vec<Vec<i64>>> {
+    plan.columns
+        .iter()
+        .map(|(_, c)| match c {
+            ColumnPlan::Sparse { index_keys, .. } => vec![Vec::new(); index_keys.len()],
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// Scans the map entries of a `Features` (or, with `lists`, a
+/// `FeatureLists`) message into `found`.
+#[inline]
+fn scan_features(
+    record: &[u8],
+    features: Cursor<'_>,
+    keys: &KeyTable,
+    found: &mut Found,
+    generation: u32,
+    lists: bool,
+) -> wire::WireResult<()> {
+    let slots = &mut found.slots;
+    for_each_entry(features, keys, &mut found.predictor, |slot, value| {
+        let feature = if lists {
+            FeatureRef::default()
+        } else {
+            wire::feature(value.cursor(record))?
+        };
+        // Later entries win, as protobuf map merging does.
+        slots[slot as usize] = (generation, value, feature);
+        Ok(true)
+    })?;
     Ok(())
 }
 
@@ -467,7 +681,7 @@ fn scan_example(
     found: &mut Found,
     generation: u32,
 ) -> wire::WireResult<()> {
-    found.entries = 0;
+    found.predictor.entries = 0;
     let mut c = Cursor::new(record);
     while !c.at_end() {
         let (field, wt) = c.tag()?;
@@ -488,8 +702,8 @@ fn scan_sequence(
     found_lists: &mut Found,
     generation: u32,
 ) -> wire::WireResult<()> {
-    found.entries = 0;
-    found_lists.entries = 0;
+    found.predictor.entries = 0;
+    found_lists.predictor.entries = 0;
     let mut c = Cursor::new(record);
     while !c.at_end() {
         let (field, wt) = c.tag()?;
@@ -497,9 +711,14 @@ fn scan_sequence(
             (1, LEN) => scan_features(record, c.message()?, keys, found, generation, false)?,
             // FeatureLists has the same shape as Features: a map of
             // string → message under field 1.
-            (2, LEN) => {
-                scan_features(record, c.message()?, list_keys, found_lists, generation, true)?
-            }
+            (2, LEN) => scan_features(
+                record,
+                c.message()?,
+                list_keys,
+                found_lists,
+                generation,
+                true,
+            )?,
             _ => c.skip(wt)?,
         }
     }
@@ -731,72 +950,27 @@ impl<'r> Ctx<'r> {
             Some(f) => append(self.record, &f, &mut b.values).map_err(|e| self.malformed(e))?,
             None => 0,
         };
-        let rank = index_keys.len();
         for (k, &key) in index_keys.iter().enumerate() {
             let ids = &mut scratch.ids[k];
             ids.clear();
             if let Some(f) = self.feature(key, DType::Int64)? {
                 wire::int64_list(self.record, &f, ids).map_err(|e| self.malformed(e))?;
             }
-            if ids.len() != nnz {
-                return Err(self.problem(
-                    name,
-                    FeatureProblem::IndexCountMismatch {
-                        indices: ids.len(),
-                        values: nnz,
-                    },
-                ));
-            }
-            if let Some(&bad) = ids.iter().find(|&&i| i < 0 || i >= sizes[k]) {
-                return Err(self.problem(
-                    name,
-                    FeatureProblem::IndexOutOfRange {
-                        index: bad,
-                        size: sizes[k],
-                    },
-                ));
-            }
         }
-        let ids = &scratch.ids[..rank];
-        let row = self.row;
-        if rank == 1 {
-            // One index per value (the common case): a plain sortedness
-            // check and an interleaving copy.
-            let id = &ids[0];
-            if already_sorted || id.windows(2).all(|w| w[0] <= w[1]) {
-                b.indices.reserve(2 * nnz);
-                b.indices.extend(id.iter().flat_map(|&i| [row, i]));
-                return Ok(());
-            }
+        let ids = &scratch.ids[..index_keys.len()];
+        if let Some(problem) = check_sparse(ids, nnz, sizes) {
+            return Err(self.problem(name, problem));
         }
-        let less = |a: usize, b: usize| {
-            for id in ids {
-                match id[a].cmp(&id[b]) {
-                    std::cmp::Ordering::Equal => continue,
-                    o => return o,
-                }
-            }
-            std::cmp::Ordering::Equal
-        };
-        let sorted =
-            already_sorted || (1..nnz).all(|i| less(i - 1, i) != std::cmp::Ordering::Greater);
-        b.indices.reserve(nnz * (rank + 1));
-        if sorted {
-            for i in 0..nnz {
-                b.indices.push(row);
-                b.indices.extend(ids.iter().map(|id| id[i]));
-            }
-        } else {
-            let order = &mut scratch.order;
-            order.clear();
-            order.extend(0..nnz);
-            order.sort_by(|&a, &b| less(a, b));
-            for &i in order.iter() {
-                b.indices.push(row);
-                b.indices.extend(ids.iter().map(|id| id[i]));
-            }
-            permute_tail(&mut b.values, start, order, &mut scratch.tail);
-        }
+        write_sparse_row(
+            ids,
+            nnz,
+            self.row,
+            already_sorted,
+            start,
+            b,
+            &mut scratch.order,
+            &mut scratch.tail,
+        );
         Ok(())
     }
 
@@ -924,6 +1098,78 @@ impl<'r> Ctx<'r> {
             }
         }
         Ok(())
+    }
+}
+
+/// What is wrong with one row of a `SparseFeature`: index lists that do not
+/// match the values in length, or an index outside its dimension.
+#[inline]
+pub(crate) fn check_sparse(ids: &[Vec<i64>], nnz: usize, sizes: &[i64]) -> Option<FeatureProblem> {
+    for (id, &size) in ids.iter().zip(sizes) {
+        if id.len() != nnz {
+            return Some(FeatureProblem::IndexCountMismatch {
+                indices: id.len(),
+                values: nnz,
+            });
+        }
+        // One unsigned compare rejects negative indices too.
+        if let Some(&bad) = id.iter().find(|&&i| i as u64 >= size as u64) {
+            return Some(FeatureProblem::IndexOutOfRange { index: bad, size });
+        }
+    }
+    None
+}
+
+/// Writes the COO indices of one checked `SparseFeature` row (batch row
+/// `row`, values from `start` on), sorting the row unless it is sorted.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub(crate) fn write_sparse_row(
+    ids: &[Vec<i64>],
+    nnz: usize,
+    row: i64,
+    already_sorted: bool,
+    start: usize,
+    b: &mut SparseBuilder,
+    order: &mut Vec<usize>,
+    tail: &mut Option<Values>,
+) {
+    let rank = ids.len();
+    if rank == 1 {
+        // One index per value (the common case): a plain sortedness check
+        // and an interleaving copy.
+        let id = &ids[0];
+        if already_sorted || id.windows(2).all(|w| w[0] <= w[1]) {
+            b.indices.reserve(2 * nnz);
+            b.indices.extend(id.iter().flat_map(|&i| [row, i]));
+            return;
+        }
+    }
+    let less = |a: usize, b: usize| {
+        for id in ids {
+            match id[a].cmp(&id[b]) {
+                std::cmp::Ordering::Equal => continue,
+                o => return o,
+            }
+        }
+        std::cmp::Ordering::Equal
+    };
+    let sorted = already_sorted || (1..nnz).all(|i| less(i - 1, i) != std::cmp::Ordering::Greater);
+    b.indices.reserve(nnz * (rank + 1));
+    if sorted {
+        for i in 0..nnz {
+            b.indices.push(row);
+            b.indices.extend(ids.iter().map(|id| id[i]));
+        }
+    } else {
+        order.clear();
+        order.extend(0..nnz);
+        order.sort_by(|&a, &b| less(a, b));
+        for &i in order.iter() {
+            b.indices.push(row);
+            b.indices.extend(ids.iter().map(|id| id[i]));
+        }
+        permute_tail(&mut b.values, start, order, tail);
     }
 }
 

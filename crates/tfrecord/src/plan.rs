@@ -198,6 +198,58 @@ pub(crate) struct Plan {
     pub(crate) is_sequence: bool,
     /// The specs, in output order.
     pub(crate) specs: Vec<FeatureSpec>,
+    /// For plain Examples whose every key feeds exactly one column (no
+    /// RaggedFeature): what each key slot is, so records can be decoded in
+    /// one pass over their bytes.
+    pub(crate) direct: Option<Vec<Role>>,
+}
+
+/// What one key is for, in the one-pass decoder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// The values of dense column `.0`.
+    Dense(usize),
+    /// The values of varlen column `.0`.
+    Varlen(usize),
+    /// The values of padded (FixedLenSequenceFeature) column `.0`.
+    Padded(usize),
+    /// The values of SparseFeature column `.0`.
+    SparseValue(usize),
+    /// Index list `.1` of SparseFeature column `.0`.
+    SparseIndex(usize, usize),
+}
+
+/// The roles of every key slot, or `None` when some key feeds several
+/// columns or a column is ragged (the two-pass decoder handles those).
+fn direct_roles(columns: &[(String, ColumnPlan)], keys: usize) -> Option<Vec<Role>> {
+    let mut roles: Vec<Option<Role>> = vec![None; keys];
+    let mut set = |key: u32, role: Role| -> Option<()> {
+        let slot = roles.get_mut(key as usize)?;
+        if slot.is_some() {
+            return None;
+        }
+        *slot = Some(role);
+        Some(())
+    };
+    for (c, (_, plan)) in columns.iter().enumerate() {
+        match plan {
+            ColumnPlan::Dense { key, .. } => set(*key, Role::Dense(c))?,
+            ColumnPlan::Varlen { key, .. } => set(*key, Role::Varlen(c))?,
+            ColumnPlan::Padded { key, .. } => set(*key, Role::Padded(c))?,
+            ColumnPlan::Sparse {
+                index_keys,
+                value_key,
+                ..
+            } => {
+                set(*value_key, Role::SparseValue(c))?;
+                for (k, key) in index_keys.iter().enumerate() {
+                    set(*key, Role::SparseIndex(c, k))?;
+                }
+            }
+            ColumnPlan::Ragged { .. } => return None,
+        }
+    }
+    roles.into_iter().collect()
 }
 
 fn invalid(feature: &str, reason: impl Into<String>) -> Error {
@@ -468,10 +520,11 @@ impl Plan {
         check_names(specs.iter())?;
         check_ragged_dtypes(specs)?;
         let mut keys = KeyTable::new();
-        let columns = specs
+        let columns: Vec<(String, ColumnPlan)> = specs
             .iter()
             .map(|s| Ok((s.name().to_string(), column(s, &mut keys, false)?)))
             .collect::<Result<_>>()?;
+        let direct = direct_roles(&columns, keys.len());
         Ok(Plan {
             keys,
             columns,
@@ -479,6 +532,7 @@ impl Plan {
             sequence: Vec::new(),
             is_sequence: false,
             specs: specs.to_vec(),
+            direct,
         })
     }
 
@@ -504,6 +558,7 @@ impl Plan {
             sequence: seq,
             is_sequence: true,
             specs: context.iter().chain(sequence).cloned().collect(),
+            direct: None,
         })
     }
 }

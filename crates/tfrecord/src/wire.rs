@@ -264,9 +264,9 @@ fn read_varint_slow(buf: &[u8]) -> Result<(u64, usize), &'static str> {
 
 /// Appends the packed varints of `bytes` to `out` (as int64, two's
 /// complement, like protobuf's int64). Fails with the offset of a bad
-/// varint.
+/// varint. `bytes` lies at offset `base` of `record`.
 #[inline]
-fn packed_varints(bytes: &[u8], base: usize, out: &mut Vec<i64>) -> WireResult<()> {
+fn packed_varints(record: &[u8], bytes: &[u8], base: usize, out: &mut Vec<i64>) -> WireResult<()> {
     // Every varint takes at least one byte: room for `bytes.len()` values
     // is enough; the unused tail is cut off at the end.
     let start = out.len();
@@ -286,12 +286,22 @@ fn packed_varints(bytes: &[u8], base: usize, out: &mut Vec<i64>) -> WireResult<(
         let from = squeeze_all(word, ends, dst, &mut k);
         p += (from / 8) as usize;
     }
-    // The last bytes: zero-padded into one word, whose padding can hold no
-    // varint end, so a varint cut short by the end still fails below.
+    // The last bytes (fewer than 8): one more word, its bytes past the list
+    // set to 0x80 (a continuation byte ends no varint), so a varint cut
+    // short by the end still fails below. The word is read from `record`
+    // around the list when it has the room, else built byte by byte.
     if p < bytes.len() && bytes.len() - p < 8 {
-        let mut tail = [0x80u8; 8];
-        tail[..bytes.len() - p].copy_from_slice(&bytes[p..]);
-        let word = u64::from_le_bytes(tail);
+        let valid = bytes.len() - p;
+        let keep = u64::MAX >> (64 - 8 * valid);
+        let at = base + p;
+        let raw = match record.get(at..).and_then(|b| b.first_chunk::<8>()) {
+            Some(w) => u64::from_le_bytes(*w),
+            None => bytes[p..]
+                .iter()
+                .rev()
+                .fold(0u64, |w, &b| (w << 8) | b as u64),
+        };
+        let word = (raw & keep) | (0x8080_8080_8080_8080 & !keep);
         let ends = !word & 0x8080_8080_8080_8080;
         let from = squeeze_all(word, ends, dst, &mut k);
         p += (from / 8) as usize;
@@ -486,7 +496,7 @@ pub(crate) fn int64_list(
             match (field, wt) {
                 (1, LEN) => {
                     let packed = list.bytes()?;
-                    packed_varints(packed, list.offset() - packed.len(), out)?;
+                    packed_varints(record, packed, list.offset() - packed.len(), out)?;
                 }
                 (1, VARINT) => out.push(list.varint()? as i64),
                 _ => list.skip(wt)?,
@@ -582,10 +592,20 @@ mod tests {
             assert_eq!(read_varint(&buf).map(|(x, _)| x), Ok(v), "{v}");
         }
         let mut out = Vec::new();
-        packed_varints(&packed, 0, &mut out).unwrap();
+        packed_varints(&packed, &packed, 0, &mut out).unwrap();
+        // The same bytes inside a larger record decode the same.
+        let mut framed = vec![0xffu8; 3];
+        framed.extend_from_slice(&packed);
+        framed.extend([0x01u8; 5]);
+        let mut again = Vec::new();
+        packed_varints(&framed, &framed[3..3 + packed.len()], 3, &mut again).unwrap();
+        assert_eq!(again, out);
         assert_eq!(out, values.iter().map(|&v| v as i64).collect::<Vec<_>>());
         // A truncated final varint fails.
-        assert!(packed_varints(&[0x80, 0x80], 0, &mut out).is_err());
+        assert!(packed_varints(&[0x80, 0x80], &[0x80, 0x80], 0, &mut out).is_err());
+        // A varint cut by the list's end fails even if the record goes on.
+        let record = [0x80u8, 0x80, 0x01, 0, 0, 0, 0, 0, 0, 0];
+        assert!(packed_varints(&record, &record[..2], 0, &mut out).is_err());
     }
 
     #[test]
