@@ -474,10 +474,8 @@ impl ExampleDecoder {
                     }
                     b.end_row();
                 }
-                (ColumnPlan::Padded { key, .. }, ColumnBuilder::Padded(b)) => {
-                    if !seen(*key) {
-                        b.steps.push(0);
-                    }
+                (ColumnPlan::Padded { key, .. }, ColumnBuilder::Padded(b)) if !seen(*key) => {
+                    b.steps.push(0);
                 }
                 (
                     ColumnPlan::Sparse {

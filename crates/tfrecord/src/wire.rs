@@ -366,7 +366,7 @@ impl Kind {
 /// A parsed `tf.train.Feature`: its kind and the bytes holding its list
 /// message(s) (relative to the record). `None` kind = no kind set (an empty
 /// Feature), which TensorFlow treats as missing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct FeatureRef {
     pub(crate) kind: Option<Kind>,
     /// From the start of the last run of this kind's fields to the end of
@@ -383,16 +383,6 @@ impl Kind {
             Kind::Bytes => 1,
             Kind::Float => 2,
             Kind::Int64 => 3,
-        }
-    }
-}
-
-impl Default for FeatureRef {
-    fn default() -> Self {
-        FeatureRef {
-            kind: None,
-            body: Span::default(),
-            list: None,
         }
     }
 }
