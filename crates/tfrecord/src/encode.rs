@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use grist_tensor::{Batch, FeatureSpec, Partition, Section, SpecFile, Tensor, TensorError, Values};
+use grist_tensor::{
+    Batch, FeatureSpec, Partition, RaggedTensor, Section, SpecFile, Tensor, TensorError, Values,
+};
 use prost::Message;
 
 use crate::error::{Error, Result};
@@ -140,6 +142,62 @@ fn sparse_rows(indices: &[i64], rank: usize, rows: usize) -> Vec<std::ops::Range
     out
 }
 
+/// Checks that a ragged tensor of a `rows`-row batch describes rows that
+/// records can hold: `levels` levels of row splits, the outermost over the
+/// batch, each starting at 0, never decreasing and ending at the number of
+/// rows of the level below (the flat values, for the innermost).
+///
+/// A decoder with `validate: false` may return tensors that fail this, as
+/// TensorFlow does; no records describe them.
+fn check_ragged(name: &str, t: &RaggedTensor, rows: usize, levels: usize) -> Result<()> {
+    let bad = |reason: String| {
+        Err(Error::Spec(TensorError::BadRagged {
+            feature: name.to_string(),
+            reason,
+        }))
+    };
+    let splits = &t.nested_row_splits;
+    if splits.len() != levels {
+        return bad(format!(
+            "{} levels of row splits, the spec describes {levels}",
+            splits.len()
+        ));
+    }
+    let flat = &t.flat_values;
+    if flat.values.len() != flat.shape.iter().product::<usize>() {
+        return bad(format!(
+            "{} flat values do not fill the shape {:?}",
+            flat.values.len(),
+            flat.shape
+        ));
+    }
+    if splits[0].len() != rows + 1 {
+        return bad(format!(
+            "the outer row splits have {} entries for {rows} records",
+            splits[0].len()
+        ));
+    }
+    let nvals = flat.shape.first().copied().unwrap_or(0);
+    for (i, level) in splits.iter().enumerate() {
+        let below = splits
+            .get(i + 1)
+            .map_or(nvals, |l| l.len().saturating_sub(1));
+        if level.first() != Some(&0) {
+            return bad(format!("row splits of level {i} do not start at 0"));
+        }
+        if level.windows(2).any(|w| w[1] < w[0]) {
+            return bad(format!("row splits of level {i} decrease"));
+        }
+        if level.last() != Some(&(below as i64)) {
+            return bad(format!(
+                "row splits of level {i} end at {}, not at the {below} rows below",
+                level.last().copied().unwrap_or(0)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Per record, the ranges of rows at each level of a ragged tensor: level
 /// 0 is the records themselves; level `i + 1` is indexed by the splits of
 /// level `i`. The last entry ranges over the flat values.
@@ -201,27 +259,20 @@ fn encode_column(
             let inner: usize = t.flat_values.shape.iter().skip(1).product();
             // Uniform partitions are dense inner dimensions or fixed
             // levels: nothing to write for them.
-            let keyed: Vec<(usize, &Partition)> = {
-                let mut level = 0;
-                let mut v = Vec::new();
-                let innermost_uniform = rs
-                    .partitions
-                    .iter()
-                    .rev()
-                    .take_while(|p| matches!(p, Partition::UniformRowLength { .. }))
-                    .count();
-                let n = rs.partitions.len();
-                for (i, p) in rs.partitions.iter().enumerate() {
-                    if i >= n - innermost_uniform {
-                        break;
-                    }
-                    level += 1;
-                    if !matches!(p, Partition::UniformRowLength { .. }) {
-                        v.push((level, p));
-                    }
-                }
-                v
-            };
+            let n = rs.partitions.len();
+            let innermost_uniform = rs
+                .partitions
+                .iter()
+                .rev()
+                .take_while(|p| matches!(p, Partition::UniformRowLength { .. }))
+                .count();
+            check_ragged(name, t, rows, 1 + n - innermost_uniform)?;
+            let keyed: Vec<(usize, &Partition)> = rs.partitions[..n - innermost_uniform]
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| !matches!(p, Partition::UniformRowLength { .. }))
+                .map(|(i, p)| (i + 1, p))
+                .collect();
             for (r, features) in out.iter_mut().enumerate() {
                 let ranges = ragged_ranges(&t.nested_row_splits, r);
                 let values = ranges.last().cloned().unwrap_or(0..0);
@@ -237,6 +288,21 @@ fn encode_column(
                     let next = &t.nested_row_splits[level];
                     let base = next.get(rows_here.start).copied().unwrap_or(0);
                     let bounds = |i: usize| next.get(i).copied().unwrap_or(0);
+                    let last = rows_here.end.wrapping_sub(1);
+                    if matches!(p, Partition::ValueRowids { .. })
+                        && !rows_here.is_empty()
+                        && bounds(last + 1) == bounds(last)
+                    {
+                        // A record has as many rows as its largest row id
+                        // + 1: an empty last row cannot be written. (Records
+                        // that disagree on where rows end make such batches.)
+                        return Err(Error::Spec(TensorError::BadRagged {
+                            feature: name.to_string(),
+                            reason: format!(
+                                "record {r}: value_rowids cannot describe its empty last row"
+                            ),
+                        }));
+                    }
                     let vals: Vec<i64> = match p {
                         Partition::RowLengths { .. } => {
                             rows_here.map(|i| bounds(i + 1) - bounds(i)).collect()
@@ -295,7 +361,14 @@ fn layout(t: &Tensor) -> &'static str {
 /// their name, `SparseFeature`s as their index and value keys,
 /// `RaggedFeature`s as their value key and partition keys. A
 /// `FixedLenSequenceFeature` of a plain Example is written with its
-/// padding (the batch does not record the original lengths).
+/// padding (the batch does not record the original lengths), and so is a
+/// sequence `VarLenFeature` (every feature list gets the batch's number of
+/// steps).
+///
+/// Fails with [`TensorError::BadRagged`] (in [`Error::Spec`]) for a ragged
+/// tensor that no records describe, such as one a decoder with
+/// `validate: false` returned for inconsistent partitions, and with
+/// [`TensorError::InvalidSpec`] when a column does not fit its spec.
 pub fn encode_batch(batch: &Batch, spec: &SpecFile) -> Result<Vec<Vec<u8>>> {
     let rows = batch.rows();
     let find = |section: Section, name: &str| {
@@ -343,12 +416,16 @@ pub fn encode_batch(batch: &Batch, spec: &SpecFile) -> Result<Vec<Vec<u8>>> {
                 }
             }
             (FeatureSpec::Varlen(_), Tensor::Sparse(sp)) => {
+                // Every row gets the batch's number of steps, trailing steps
+                // without values included: they are part of the dense
+                // shape the decoder reports.
+                let batch_steps = sp.dense_shape.get(1).copied().unwrap_or(0);
                 for (r, range) in sparse_rows(&sp.indices, 3, rows).into_iter().enumerate() {
                     let steps = range
                         .clone()
                         .map(|i| sp.indices[i * 3 + 1] + 1)
-                        .max()
-                        .unwrap_or(0) as usize;
+                        .fold(batch_steps, i64::max)
+                        .max(0) as usize;
                     let mut feature = Vec::with_capacity(steps);
                     let mut at = range.start;
                     for t in 0..steps {
@@ -358,12 +435,13 @@ pub fn encode_batch(batch: &Batch, spec: &SpecFile) -> Result<Vec<Vec<u8>>> {
                         }
                         feature.push(feature_of(&sp.values, start..at));
                     }
-                    if !range.is_empty() {
+                    if steps > 0 {
                         lists[r].insert(name.to_string(), proto::FeatureList { feature });
                     }
                 }
             }
             (FeatureSpec::Ragged(_), Tensor::Ragged(t)) => {
+                check_ragged(name, t, rows, 2)?;
                 for (r, list) in lists.iter_mut().enumerate() {
                     let ranges = ragged_ranges(&t.nested_row_splits, r);
                     let steps = ranges.get(1).cloned().unwrap_or(0..0);

@@ -4,4 +4,5 @@
 mod differential;
 mod framing;
 mod parse;
+mod regressions;
 mod support;
