@@ -405,13 +405,16 @@ fn compose(
                             if let Some(&neg) = v.iter().find(|&&x| x < 0) {
                                 return Err(format!("negative value_rowid {neg}"));
                             }
-                            adjusted.extend(v.iter().map(|x| x + base));
-                            base = base.saturating_add(nrows);
-                            if base as u64 > max_rows as u64 {
+                            // Checked before the ids are shifted: every id is
+                            // below `nrows`, so none overflows past `end`.
+                            let end = base.saturating_add(nrows);
+                            if end as u64 > max_rows as u64 {
                                 return Err(format!(
-                                    "value_rowids describe {base} rows, over the limit"
+                                    "value_rowids describe {end} rows, over the limit"
                                 ));
                             }
+                            adjusted.extend(v.iter().map(|x| x + base));
+                            base = end;
                             outer.push(base);
                         }
                         let total = adjusted.iter().copied().max().map_or(0, |m| m + 1) as usize;

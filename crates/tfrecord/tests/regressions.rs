@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use grist_tensor::json::{batch_to_json, compare_json};
 use grist_tensor::{Batch, SpecFile, TensorError};
-use grist_tfrecord::{Error, ExampleDecoder, FeatureProblem, encode_batch};
+use grist_tfrecord::{Error, ExampleBuilder, ExampleDecoder, FeatureProblem, encode_batch};
 use serde_json::{Value, json};
 
 /// The selector bit of two-record fuzz inputs.
@@ -120,6 +120,25 @@ fn sequence_varlen_keeps_trailing_empty_steps() {
     )
     .unwrap();
     compare_json(&batch_to_json(&batch), &batch_to_json(&again)).unwrap();
+}
+
+/// Row id 2^63 - 1 after a record with one row: shifting the ids by the
+/// rows before them overflowed (a panic with overflow checks) before the
+/// row limit was checked. Now the limit is checked first.
+#[test]
+fn value_rowids_past_the_limit_fail_without_overflow() {
+    let records = records("example_value_rowids_overflow.bin");
+    let partitions = json!([{"kind": "value_rowids", "key": "b"}]);
+    for validate in [false, true] {
+        let (_, mut d) = decoder(&ragged("float32", partitions.clone(), "int64", validate));
+        assert_bad_partition(decode(&mut d, &records));
+        let first = ExampleBuilder::new()
+            .with_floats("a", [0.5])
+            .with_int64s("b", [0])
+            .encode();
+        let both = [first, records[0].clone()];
+        assert_bad_partition(decode(&mut d, &both));
+    }
 }
 
 /// Two records that disagree on where rows end, under `row_splits`, then
