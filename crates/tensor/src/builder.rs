@@ -693,23 +693,31 @@ impl BatchBuilder {
         self.rows += other.rows;
     }
 
-    /// Finishes the batch, leaving the builder empty and ready for the next.
+    /// Finishes the batch, leaving the builder empty and ready for the next
+    /// (also when it fails).
     ///
     /// Fails only when a ragged column's partitions cannot be applied.
     pub fn finish(&mut self) -> Result<Batch, TensorError> {
         let rows = std::mem::take(&mut self.rows);
         let mut columns = Vec::with_capacity(self.columns.len());
         let mut lengths = Vec::new();
+        let mut error = None;
         for c in &mut self.columns {
             let tensor = match &mut c.builder {
                 ColumnBuilder::Dense(d) => Tensor::Dense(d.finish()),
                 ColumnBuilder::Sparse(s) => Tensor::Sparse(s.finish(rows)),
-                ColumnBuilder::Ragged(r) => {
-                    Tensor::Ragged(r.finish().map_err(|reason| TensorError::BadRagged {
-                        feature: c.name.clone(),
-                        reason,
-                    })?)
-                }
+                ColumnBuilder::Ragged(r) => match r.finish() {
+                    Ok(t) => Tensor::Ragged(t),
+                    Err(reason) => {
+                        // The first error is reported; the other columns
+                        // are still emptied for the next batch.
+                        error.get_or_insert(TensorError::BadRagged {
+                            feature: c.name.clone(),
+                            reason,
+                        });
+                        continue;
+                    }
+                },
                 ColumnBuilder::Padded(p) => {
                     let (dense, lens) = p.finish();
                     if c.emit_lengths {
@@ -730,6 +738,9 @@ impl BatchBuilder {
                 section: c.section,
                 tensor,
             });
+        }
+        if let Some(e) = error {
+            return Err(e);
         }
         columns.extend(lengths);
         Ok(Batch::new(rows, columns))

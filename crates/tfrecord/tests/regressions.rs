@@ -168,3 +168,44 @@ fn encode_refuses_value_rowids_empty_last_row() {
         assert_bad_ragged_encoding(encode_batch(&batch, &spec));
     }
 }
+
+/// A negative row id makes finishing the batch fail at the first column;
+/// the columns after it kept their rows, so the next batch decoded into
+/// the same builder held rows of the failed one. Now finishing empties
+/// every column, also when it fails.
+#[test]
+fn failed_finish_leaves_the_builder_empty() {
+    let records = records("example_finish_error_keeps_later_columns.bin");
+    let (_, mut d) = decoder(&json!({"features": [
+        {"name": "r", "kind": "ragged", "dtype": "int64", "value_key": "a",
+         "partitions": [{"kind": "value_rowids", "key": "b"}], "validate": true},
+        {"name": "c", "kind": "varlen", "dtype": "string"},
+        {"name": "d", "kind": "dense", "dtype": "float32", "shape": [2], "default": 1.5},
+        {"name": "s", "kind": "sparse", "dtype": "int64", "index_key": "e",
+         "value_key": "f", "size": 6},
+        {"name": "g", "kind": "fixed_len_sequence", "dtype": "float32", "shape": [],
+         "allow_missing": true},
+        {"name": "u", "kind": "ragged", "dtype": "string", "value_key": "h",
+         "partitions": [{"kind": "uniform_row_length", "length": 2}]},
+    ]}));
+    let good = ExampleBuilder::new()
+        .with_int64s("a", [4])
+        .with_int64s("b", [0])
+        .with_bytes("c", ["x"])
+        .with_int64s("e", [5])
+        .with_int64s("f", [9])
+        .with_floats("g", [0.5, 0.25])
+        .with_bytes("h", ["p", "q"])
+        .encode();
+    let file: Arc<str> = "regression".into();
+    let at = grist_tfrecord::Location::new(file.clone(), 0);
+    let mut out = d.new_batch(2);
+    d.decode(&good, &at, &mut out).unwrap();
+    d.decode(&records[0], &at, &mut out).unwrap();
+    assert_bad_partition(d.finish(&mut out, &file, 0));
+
+    d.decode(&good, &at, &mut out).unwrap();
+    let reused = d.finish(&mut out, &file, 0).unwrap();
+    let fresh = decode(&mut d, &[good]).unwrap();
+    compare_json(&batch_to_json(&fresh), &batch_to_json(&reused)).unwrap();
+}
