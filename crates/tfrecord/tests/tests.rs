@@ -6,3 +6,4 @@ mod framing;
 mod parse;
 mod regressions;
 mod support;
+mod truncation;
