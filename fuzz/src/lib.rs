@@ -1,0 +1,4 @@
+//! Helpers shared by grist's fuzz targets and their seed tools.
+#![forbid(unsafe_code)]
+
+pub mod tfrecord_example;
