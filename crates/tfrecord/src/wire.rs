@@ -473,6 +473,27 @@ fn for_each_list<'a>(
     Ok(())
 }
 
+/// Walks the `value` fields (field 1) of a feature's list message(s),
+/// calling `on` with the cursor after each tag and the field's wire type;
+/// `on` reads the value and returns `true`, or returns `false` to have the
+/// field skipped (a wire type the list does not use).
+#[inline(always)]
+fn for_each_value<'a>(
+    record: &'a [u8],
+    feature: &FeatureRef,
+    mut on: impl FnMut(&mut Cursor<'a>, u32) -> WireResult<bool>,
+) -> WireResult<()> {
+    for_each_list(record, feature, |mut list| {
+        while !list.at_end() {
+            let (field, wt) = list.tag()?;
+            if field != 1 || !on(&mut list, wt)? {
+                list.skip(wt)?;
+            }
+        }
+        Ok(())
+    })
+}
+
 /// Appends the values of an `Int64List` feature to `out`.
 #[inline]
 pub(crate) fn int64_list(
@@ -480,19 +501,16 @@ pub(crate) fn int64_list(
     feature: &FeatureRef,
     out: &mut Vec<i64>,
 ) -> WireResult<()> {
-    for_each_list(record, feature, |mut list| {
-        while !list.at_end() {
-            let (field, wt) = list.tag()?;
-            match (field, wt) {
-                (1, LEN) => {
-                    let packed = list.bytes()?;
-                    packed_varints(record, packed, list.offset() - packed.len(), out)?;
-                }
-                (1, VARINT) => out.push(list.varint()? as i64),
-                _ => list.skip(wt)?,
+    for_each_value(record, feature, |list, wt| {
+        match wt {
+            LEN => {
+                let packed = list.bytes()?;
+                packed_varints(record, packed, list.offset() - packed.len(), out)?;
             }
+            VARINT => out.push(list.varint()? as i64),
+            _ => return Ok(false),
         }
-        Ok(())
+        Ok(true)
     })
 }
 
@@ -503,30 +521,27 @@ pub(crate) fn float_list(
     feature: &FeatureRef,
     out: &mut Vec<f32>,
 ) -> WireResult<()> {
-    for_each_list(record, feature, |mut list| {
-        while !list.at_end() {
-            let (field, wt) = list.tag()?;
-            match (field, wt) {
-                (1, LEN) => {
-                    let at = list.offset();
-                    let bytes = list.bytes()?;
-                    if bytes.len() % 4 != 0 {
-                        return Err(WireError {
-                            reason: "packed float list length is not a multiple of 4",
-                            offset: at,
-                        });
-                    }
-                    out.extend(
-                        bytes
-                            .chunks_exact(4)
-                            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-                    );
+    for_each_value(record, feature, |list, wt| {
+        match wt {
+            LEN => {
+                let at = list.offset();
+                let bytes = list.bytes()?;
+                if bytes.len() % 4 != 0 {
+                    return Err(WireError {
+                        reason: "packed float list length is not a multiple of 4",
+                        offset: at,
+                    });
                 }
-                (1, FIXED32) => out.push(f32::from_le_bytes(list.fixed::<4>()?)),
-                _ => list.skip(wt)?,
+                out.extend(
+                    bytes
+                        .chunks_exact(4)
+                        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+                );
             }
+            FIXED32 => out.push(f32::from_le_bytes(list.fixed::<4>()?)),
+            _ => return Ok(false),
         }
-        Ok(())
+        Ok(true)
     })
 }
 
@@ -537,15 +552,12 @@ pub(crate) fn bytes_list(
     feature: &FeatureRef,
     out: &mut grist_tensor::StringValues,
 ) -> WireResult<()> {
-    for_each_list(record, feature, |mut list| {
-        while !list.at_end() {
-            let (field, wt) = list.tag()?;
-            match (field, wt) {
-                (1, LEN) => out.push(list.bytes()?),
-                _ => list.skip(wt)?,
-            }
+    for_each_value(record, feature, |list, wt| {
+        if wt != LEN {
+            return Ok(false);
         }
-        Ok(())
+        out.push(list.bytes()?);
+        Ok(true)
     })
 }
 
