@@ -478,6 +478,7 @@ pub struct PaddedBuilder {
     item_shape: Vec<usize>,
     item_len: usize,
     pad: Values,
+    limits: Limits,
 }
 
 impl PaddedBuilder {
@@ -500,7 +501,17 @@ impl PaddedBuilder {
             item_shape,
             item_len,
             pad,
+            limits: Limits::default(),
         }
+    }
+
+    /// Bounds the padded values [`BatchBuilder::finish`] allocates: every
+    /// row is padded to the longest, so one long record in a batch of many
+    /// short ones asks for rows × its length. By default,
+    /// [`Limits::default`].
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// The number of values in one item.
@@ -519,8 +530,23 @@ impl PaddedBuilder {
         self.steps.extend_from_slice(&other.steps);
     }
 
-    fn finish(&mut self) -> (DenseTensor, Vec<i64>) {
+    fn finish(&mut self) -> Result<(DenseTensor, Vec<i64>), TensorError> {
         let max_steps = self.steps.iter().copied().max().unwrap_or(0);
+        let n = (self.steps.len() as u64)
+            .saturating_mul(max_steps as u64)
+            .saturating_mul(self.item_len as u64);
+        let mut bytes = n.saturating_mul(self.values.dtype().size_of() as u64);
+        if let (Values::String(v), Values::String(pad)) = (&self.values, &self.pad) {
+            let padded: u64 = self.steps.iter().map(|&s| (max_steps - s) as u64).sum();
+            bytes = bytes
+                .saturating_add(v.data().len() as u64)
+                .saturating_add(padded.saturating_mul(pad.data().len() as u64));
+        }
+        if let Err(e) = self.limits.check_alloc("padded sequence values", bytes) {
+            self.values.clear();
+            self.steps.clear();
+            return Err(e);
+        }
         let mut values = Values::with_capacity(
             self.values.dtype(),
             self.steps.len() * max_steps * self.item_len,
@@ -537,7 +563,7 @@ impl PaddedBuilder {
         let lengths = self.steps.iter().map(|&s| s as i64).collect();
         self.values.clear();
         self.steps.clear();
-        (DenseTensor { shape, values }, lengths)
+        Ok((DenseTensor { shape, values }, lengths))
     }
 }
 
@@ -696,7 +722,8 @@ impl BatchBuilder {
     /// Finishes the batch, leaving the builder empty and ready for the next
     /// (also when it fails).
     ///
-    /// Fails only when a ragged column's partitions cannot be applied.
+    /// Fails when a ragged column's partitions cannot be applied, or when
+    /// a padded column would exceed its [`Limits`].
     pub fn finish(&mut self) -> Result<Batch, TensorError> {
         let rows = std::mem::take(&mut self.rows);
         let mut columns = Vec::with_capacity(self.columns.len());
@@ -719,7 +746,13 @@ impl BatchBuilder {
                     }
                 },
                 ColumnBuilder::Padded(p) => {
-                    let (dense, lens) = p.finish();
+                    let (dense, lens) = match p.finish() {
+                        Ok(done) => done,
+                        Err(e) => {
+                            error.get_or_insert(e);
+                            continue;
+                        }
+                    };
                     if c.emit_lengths {
                         lengths.push(Column {
                             name: c.name.clone(),

@@ -221,7 +221,9 @@ impl ExampleDecoder {
                 }
                 ColumnPlan::Padded {
                     item_shape, pad, ..
-                } => ColumnBuilder::Padded(PaddedBuilder::new(item_shape.clone(), pad.clone())),
+                } => ColumnBuilder::Padded(
+                    PaddedBuilder::new(item_shape.clone(), pad.clone()).with_limits(self.limits),
+                ),
             };
             b.push_column(name.clone(), section, builder);
         }
@@ -237,7 +239,7 @@ impl ExampleDecoder {
                     };
                     b.push_sequence_column(
                         name.clone(),
-                        PaddedBuilder::new(item_shape.clone(), zero),
+                        PaddedBuilder::new(item_shape.clone(), zero).with_limits(self.limits),
                     );
                 }
                 SequencePlan::Varlen { dtype, .. } => b.push_column(

@@ -209,3 +209,29 @@ fn failed_finish_leaves_the_builder_empty() {
     let fresh = decode(&mut d, &[good]).unwrap();
     compare_json(&batch_to_json(&fresh), &batch_to_json(&reused)).unwrap();
 }
+
+/// Not a fuzz input: found measuring allocations against input size. Every
+/// row of a FixedLenSequenceFeature is padded to the longest, so one
+/// record of 1,000 floats among 999 empty ones asked for a million values
+/// whatever the decoder's limits (1 MB of records made 1 GB). The padded
+/// size is now checked against the allocation limit.
+#[test]
+fn padding_respects_the_allocation_limit() {
+    let limits = grist_tensor::Limits::default().with_max_alloc_bytes(1 << 20);
+    let long = |key: &str| ExampleBuilder::new().with_floats(key, vec![0.5; 1000]);
+    let mut records = vec![long("p").encode()];
+    records.extend((0..999).map(|_| ExampleBuilder::new().encode()));
+    let (_, d) = decoder(&json!({"features": [
+        {"name": "p", "kind": "fixed_len_sequence", "dtype": "float32", "shape": [],
+         "allow_missing": true},
+    ]}));
+    let mut d = d.with_limits(limits);
+    match decode(&mut d, &records) {
+        Err(Error::Spec(TensorError::LimitExceeded { requested, max, .. })) => {
+            assert_eq!((requested, max), (4_000_000, 1 << 20));
+        }
+        other => panic!("expected LimitExceeded, got {other:?}"),
+    }
+    // Under the limit, the same padding is fine.
+    assert_eq!(decode(&mut d, &records[..200]).unwrap().rows(), 200);
+}
