@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use grist_benches::{prod19_examples, tfrecord_bytes};
-use grist_tfrecord::{Compression, ExampleDecoder, ReaderOptions, RecordReader};
+use grist_tfrecord::{
+    Compression, Decoded, ExampleDecoder, FrameDecoder, ReaderOptions, RecordReader,
+};
 
 const RECORDS: usize = 20_000;
 
@@ -54,6 +56,18 @@ fn framing(c: &mut Criterion) {
     group.throughput(Throughput::Bytes(data.len() as u64));
     group.bench_function("crc32c_raw", |b| {
         b.iter(|| black_box(crc32c::crc32c(&data)))
+    });
+    // Framing + both CRCs, zero-copy over the bytes (the sans-I/O parser).
+    group.bench_function("frames_with_crc", |b| {
+        b.iter(|| {
+            let mut dec = FrameDecoder::new("mem");
+            let (mut pos, mut n) = (0, 0usize);
+            while let Decoded::Frame(f) = dec.decode(&data[pos..]).unwrap() {
+                n += f.payload.len();
+                pos += f.len;
+            }
+            black_box(n)
+        })
     });
     for check in [true, false] {
         let name = if check {
