@@ -139,6 +139,13 @@ impl BatchReader {
         Ok(segments)
     }
 
+    /// Gives a consumed batch's memory back for the next batch to reuse.
+    pub(crate) fn recycle(&mut self, batch: Batch) {
+        if let Some(decoder) = self.decoders.first_mut() {
+            decoder.recycle(batch);
+        }
+    }
+
     /// Decodes the `rows` records of `segments` into one batch.
     fn decode(&mut self, segments: &[Segment], rows: usize) -> Result<Batch, Error> {
         let (file, first_record) = {
@@ -174,7 +181,7 @@ impl BatchReader {
 /// Decodes the records of `segments`, in order, into a new builder.
 fn decode_part(decoder: &mut ExampleDecoder, segments: &[Segment]) -> Result<BatchBuilder, Error> {
     let rows = segments.iter().map(|(_, r)| r.len()).sum();
-    let mut out = decoder.new_batch(rows);
+    let mut out = decoder.recycled_batch(rows);
     for (chunk, range) in segments {
         decoder.decode_chunk(chunk, range.clone(), &mut out)?;
     }

@@ -82,6 +82,16 @@ impl Found {
     }
 }
 
+/// A recycled batch; clones of a decoder do not share (or copy) it.
+#[derive(Debug, Default)]
+struct Spare(Option<Batch>);
+
+impl Clone for Spare {
+    fn clone(&self) -> Self {
+        Spare(None)
+    }
+}
+
 /// Reusable per-decoder buffers (no allocation per record).
 #[derive(Clone, Debug, Default)]
 struct Scratch {
@@ -114,6 +124,8 @@ pub struct ExampleDecoder {
     /// finished batch, to pre-size the next batch's variable-length
     /// columns.
     per_row: Vec<(f64, f64)>,
+    /// A finished batch whose memory the next batch reuses.
+    spare: Spare,
 }
 
 impl ExampleDecoder {
@@ -159,6 +171,7 @@ impl ExampleDecoder {
             limits: Limits::default(),
             generation: 0,
             per_row: Vec::new(),
+            spare: Spare(None),
             found,
             found_lists,
             scratch: Scratch {
@@ -190,6 +203,26 @@ impl ExampleDecoder {
     /// An empty batch builder for this decoder's columns, with room for
     /// `rows` rows in the dense columns.
     pub fn new_batch(&self, rows: usize) -> BatchBuilder {
+        self.new_batch_with(rows, None)
+    }
+
+    /// Gives the memory of a finished batch (from this decoder) back for
+    /// the next [`recycled_batch`](Self::recycled_batch) or
+    /// [`decode_batch`](Self::decode_batch) to reuse. Large batches then
+    /// stop paying for fresh memory (page faults, kernel zeroing) on every
+    /// batch.
+    pub fn recycle(&mut self, batch: Batch) {
+        self.spare = Spare(Some(batch));
+    }
+
+    /// Like [`new_batch`](Self::new_batch), reusing the memory of the last
+    /// batch given to [`recycle`](Self::recycle), if any.
+    pub fn recycled_batch(&mut self, rows: usize) -> BatchBuilder {
+        let spare = self.spare.0.take();
+        self.new_batch_with(rows, spare)
+    }
+
+    fn new_batch_with(&self, rows: usize, spare: Option<Batch>) -> BatchBuilder {
         let mut b = BatchBuilder::new();
         let section = if self.plan.is_sequence {
             Section::Context
@@ -263,6 +296,9 @@ impl ExampleDecoder {
                 ),
             }
         }
+        if let Some(spare) = spare {
+            b.recycle(spare);
+        }
         b.reserve_rows(rows);
         for (c, &(values, indices)) in b.columns_mut().iter_mut().zip(&self.per_row) {
             let want = |per_row: f64| (per_row * rows as f64 * 1.1) as usize;
@@ -304,7 +340,7 @@ impl ExampleDecoder {
         records: impl IntoIterator<Item = &'a [u8]>,
     ) -> Result<Batch> {
         let records = records.into_iter();
-        let mut out = self.new_batch(records.size_hint().0);
+        let mut out = self.recycled_batch(records.size_hint().0);
         let mut at = Location::new(file.clone(), first_record);
         for r in records {
             self.decode(r, &at, &mut out)?;
