@@ -32,7 +32,8 @@ use clap::{Parser, Subcommand};
     long_about = "grist reads ML training records (TFRecord files of tf.Example and \
                   tf.SequenceExample) into tensor batches, fast.\n\n\
                   Compression is taken from the file name: .gz is GZIP, .zz/.zlib is ZLIB, \
-                  anything else is uncompressed.\n\n\
+                  .zst/.zstd is ZSTD (not built into this binary), anything else is \
+                  uncompressed.\n\n\
                   Start with `grist demo`, then try `grist gen prod19 --out DIR` and \
                   `grist bench --spec DIR/prod19.spec.json DIR/prod19.tfrecord`."
 )]

@@ -350,7 +350,8 @@ impl ExampleDecoder {
     }
 
     /// Finishes a batch built by [`decode`](Self::decode), reporting a
-    /// ragged feature whose partitions cannot be applied.
+    /// ragged feature whose partitions cannot be applied, or a batch whose
+    /// padding would exceed the limits ([`Error::BatchTooLarge`]).
     pub fn finish(
         &mut self,
         out: &mut BatchBuilder,
@@ -366,6 +367,10 @@ impl ExampleDecoder {
                     key: String::new(),
                     reason,
                 },
+            },
+            other @ grist_tensor::TensorError::LimitExceeded { .. } => Error::BatchTooLarge {
+                at: Location::new(file.clone(), first_record),
+                source: other,
             },
             other => Error::Spec(other),
         })

@@ -174,6 +174,15 @@ pub enum Error {
         /// What is wrong.
         problem: FeatureProblem,
     },
+    /// Finishing a batch would allocate more than [`grist_tensor::Limits`]
+    /// allow (e.g. padding fixed-length sequences to a very long one).
+    #[error("batch starting at {at}: {source}")]
+    BatchTooLarge {
+        /// The batch's first record.
+        at: Location,
+        /// The limit that was hit.
+        source: TensorError,
+    },
     /// An index file line is malformed or does not match the data.
     #[error("index file {file}: line {line}: {reason}")]
     BadIndex {

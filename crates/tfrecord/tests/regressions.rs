@@ -227,7 +227,10 @@ fn padding_respects_the_allocation_limit() {
     ]}));
     let mut d = d.with_limits(limits);
     match decode(&mut d, &records) {
-        Err(Error::Spec(TensorError::LimitExceeded { requested, max, .. })) => {
+        Err(Error::BatchTooLarge {
+            source: TensorError::LimitExceeded { requested, max, .. },
+            ..
+        }) => {
             assert_eq!((requested, max), (4_000_000, 1 << 20));
         }
         other => panic!("expected LimitExceeded, got {other:?}"),
