@@ -66,6 +66,10 @@ struct OpenFile {
     decoder: FrameDecoder,
     /// Bytes read but not yet handed out (starts at a record boundary).
     buf: BytesMut,
+    /// The previous buffer: its memory is reused once the chunks cut from
+    /// it are dropped, so steady reading allocates (and page-faults) no
+    /// fresh memory.
+    spare: BytesMut,
     eof: bool,
     /// A read error that came after some good records, reported on the
     /// call after those records' chunk.
@@ -173,6 +177,7 @@ impl OpenFile {
             input,
             compressed: compression != Compression::None,
             buf: BytesMut::new(),
+            spare: BytesMut::new(),
             eof: false,
             pending: None,
             chunk_index: 0,
@@ -244,6 +249,7 @@ impl OpenFile {
     /// buffer grows only by what was asked of the input in one step, never
     /// by a length read from the data.
     fn read_block(&mut self, block: usize) -> Result<()> {
+        self.make_room(block);
         let old = self.buf.len();
         self.buf.resize(old + block, 0);
         let mut filled = old;
@@ -270,6 +276,27 @@ impl OpenFile {
         };
         self.buf.truncate(filled);
         result
+    }
+
+    /// Makes room for `block` more bytes in `buf`: in place when the chunks
+    /// cut from it are gone, else in the spare buffer when its chunks are
+    /// gone, else in a new buffer (and the current one becomes the spare).
+    fn make_room(&mut self, block: usize) {
+        if self.buf.capacity() - self.buf.len() >= block || self.buf.try_reclaim(block) {
+            return;
+        }
+        let want = self.buf.len() + block;
+        let next = if self.spare.try_reclaim(want) {
+            std::mem::take(&mut self.spare)
+        } else {
+            // Room for two blocks, so that this buffer, once reclaimed, also
+            // fits a block plus the partial frame left over.
+            BytesMut::with_capacity(want.max(2 * block))
+        };
+        let mut old = std::mem::replace(&mut self.buf, next);
+        self.buf.extend_from_slice(&old);
+        old.clear();
+        self.spare = old;
     }
 
     /// Hands out the first `len` bytes of the buffer as a chunk.
