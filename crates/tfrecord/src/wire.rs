@@ -214,18 +214,17 @@ fn swar_varint(word: u64) -> Option<(u64, usize)> {
 /// Decodes every varint that ends in `word` (their ends marked in `ends`),
 /// appending to `dst` at `*k`; returns the bit offset after the last one.
 #[inline(always)]
-fn squeeze_all(word: u64, mut ends: u64, dst: &mut [i64], k: &mut usize) -> u32 {
+fn squeeze_all(word: u64, mut ends: u64, out: &mut Vec<i64>) -> u32 {
     let mut from = 0u32;
     while ends != 0 {
         let to = ends.trailing_zeros() + 1;
         let bits = (word >> from) & (u64::MAX >> (64 - (to - from)));
-        dst[*k] = if to - from <= 24 {
+        out.push(if to - from <= 24 {
             // Up to 3 bytes (values below 2^21): three groups.
             ((bits & 0x7f) | ((bits >> 1) & 0x3f80) | ((bits >> 2) & 0x1f_c000)) as i64
         } else {
             squeeze(bits) as i64
-        };
-        *k += 1;
+        });
         from = to;
         ends &= ends - 1;
     }
@@ -268,11 +267,8 @@ fn read_varint_slow(buf: &[u8]) -> Result<(u64, usize), &'static str> {
 #[inline]
 fn packed_varints(record: &[u8], bytes: &[u8], base: usize, out: &mut Vec<i64>) -> WireResult<()> {
     // Every varint takes at least one byte: room for `bytes.len()` values
-    // is enough; the unused tail is cut off at the end.
-    let start = out.len();
-    out.resize(start + bytes.len(), 0);
-    let dst = &mut out[start..];
-    let mut k = 0;
+    // is enough, so pushing never reallocates below.
+    out.reserve(bytes.len());
     let mut p = 0;
     // Bulk: while 8 bytes remain, decode every varint that ends within
     // the next 8-byte word, without a dependency from one to the next.
@@ -283,7 +279,7 @@ fn packed_varints(record: &[u8], bytes: &[u8], base: usize, out: &mut Vec<i64>) 
             // A varint longer than 8 bytes: the careful path below.
             break;
         }
-        let from = squeeze_all(word, ends, dst, &mut k);
+        let from = squeeze_all(word, ends, out);
         p += (from / 8) as usize;
     }
     // The last bytes (fewer than 8): one more word, its bytes past the list
@@ -303,18 +299,16 @@ fn packed_varints(record: &[u8], bytes: &[u8], base: usize, out: &mut Vec<i64>) 
         };
         let word = (raw & keep) | (0x8080_8080_8080_8080 & !keep);
         let ends = !word & 0x8080_8080_8080_8080;
-        let from = squeeze_all(word, ends, dst, &mut k);
+        let from = squeeze_all(word, ends, out);
         p += (from / 8) as usize;
     }
     while p < bytes.len() {
         match read_varint(&bytes[p..]) {
             Ok((v, len)) => {
-                dst[k] = v as i64;
-                k += 1;
+                out.push(v as i64);
                 p += len;
             }
             Err(reason) => {
-                out.truncate(start + k);
                 return Err(WireError {
                     reason,
                     offset: base + p,
@@ -322,7 +316,6 @@ fn packed_varints(record: &[u8], bytes: &[u8], base: usize, out: &mut Vec<i64>) 
             }
         }
     }
-    out.truncate(start + k);
     Ok(())
 }
 
