@@ -1,0 +1,13 @@
+//! Avro object container files decoded straight into grist tensor batches.
+#![deny(missing_docs, unreachable_pub)]
+#![forbid(unsafe_code)]
+
+mod error;
+
+// -- container: header, blocks, codecs, chunk source, writer --
+// (module lines for container.rs, codec.rs, source.rs, writer.rs go here)
+
+// -- decoding: schema → plan, datums → columns --
+// (module lines for plan.rs, decoder.rs go here)
+
+pub use error::{Error, FeatureProblem, Location, Result};
