@@ -69,6 +69,15 @@ pub enum FeatureProblem {
         /// The length of `values`.
         values: usize,
     },
+    /// A sparse index is outside its dimension.
+    IndexOutOfRange {
+        /// Which `indicesN` array.
+        index: usize,
+        /// The index found.
+        value: i64,
+        /// The dimension's size.
+        size: i64,
+    },
     /// A union took its null branch and the spec has no default.
     NullWithoutDefault,
 }
@@ -88,7 +97,13 @@ impl fmt::Display for FeatureProblem {
                 index,
                 indices,
                 values,
-            } => write!(f, "indices{index} has {indices} entries but values has {values}"),
+            } => write!(
+                f,
+                "indices{index} has {indices} entries but values has {values}"
+            ),
+            FeatureProblem::IndexOutOfRange { index, value, size } => {
+                write!(f, "indices{index} holds {value}, outside [0, {size})")
+            }
             FeatureProblem::NullWithoutDefault => {
                 write!(f, "is null and the spec gives no default")
             }

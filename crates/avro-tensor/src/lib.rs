@@ -8,6 +8,10 @@ mod error;
 // (module lines for container.rs, codec.rs, source.rs, writer.rs go here)
 
 // -- decoding: schema → plan, datums → columns --
-// (module lines for plan.rs, decoder.rs go here)
+mod datum;
+mod decoder;
+mod plan;
+mod schema;
 
+pub use decoder::AvroDecoder;
 pub use error::{Error, FeatureProblem, Location, Result};

@@ -1,0 +1,350 @@
+//! Reading Avro binary datums: zig-zag varints, lengths, array blocks, and
+//! skipping any value of any schema node.
+
+use crate::schema::{Node, Schema};
+
+/// How deep values may nest (records in arrays in unions ...) before the
+/// datum is refused: bounds the recursion on hostile data.
+pub(crate) const MAX_DEPTH: usize = 256;
+
+/// A datum error: what and where (byte offset in the block).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DatumError {
+    pub(crate) reason: &'static str,
+    pub(crate) offset: usize,
+}
+
+pub(crate) type DatumResult<T> = Result<T, DatumError>;
+
+/// A cursor over a block's decompressed bytes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Reader<'a> {
+    pub(crate) buf: &'a [u8],
+    pub(crate) pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    #[cold]
+    pub(crate) fn err(&self, reason: &'static str) -> DatumError {
+        DatumError {
+            reason,
+            offset: self.pos,
+        }
+    }
+
+    pub(crate) fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    pub(crate) fn at_end(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+
+    /// A zig-zag `long` (at most 10 bytes).
+    #[inline]
+    pub(crate) fn long(&mut self) -> DatumResult<i64> {
+        let rest = &self.buf[self.pos..];
+        if let Some(&b) = rest.first() {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(((b >> 1) as i64) ^ -((b & 1) as i64));
+            }
+        }
+        let mut v: u64 = 0;
+        for (i, &b) in rest.iter().enumerate().take(10) {
+            v |= ((b & 0x7f) as u64) << (7 * i);
+            if b < 0x80 {
+                if i == 9 && b > 1 {
+                    return Err(self.err("varint overflows 64 bits"));
+                }
+                self.pos += i + 1;
+                return Ok(((v >> 1) as i64) ^ -((v & 1) as i64));
+            }
+        }
+        Err(self.err(if rest.len() < 10 {
+            "truncated varint"
+        } else {
+            "varint longer than 10 bytes"
+        }))
+    }
+
+    /// A zig-zag `int` (a long that must fit 32 bits).
+    #[inline]
+    pub(crate) fn int(&mut self) -> DatumResult<i32> {
+        let at = self.pos;
+        let v = self.long()?;
+        i32::try_from(v).map_err(|_| DatumError {
+            reason: "int out of 32-bit range",
+            offset: at,
+        })
+    }
+
+    #[inline]
+    pub(crate) fn fixed<const N: usize>(&mut self) -> DatumResult<[u8; N]> {
+        match self.buf.get(self.pos..).and_then(|b| b.first_chunk::<N>()) {
+            Some(b) => {
+                self.pos += N;
+                Ok(*b)
+            }
+            None => Err(self.err("truncated fixed-width value")),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn float(&mut self) -> DatumResult<f32> {
+        Ok(f32::from_le_bytes(self.fixed::<4>()?))
+    }
+
+    #[inline]
+    pub(crate) fn double(&mut self) -> DatumResult<f64> {
+        Ok(f64::from_le_bytes(self.fixed::<8>()?))
+    }
+
+    #[inline]
+    pub(crate) fn boolean(&mut self) -> DatumResult<bool> {
+        match self.buf.get(self.pos) {
+            Some(0) => {
+                self.pos += 1;
+                Ok(false)
+            }
+            Some(1) => {
+                self.pos += 1;
+                Ok(true)
+            }
+            Some(_) => Err(self.err("boolean byte is neither 0 nor 1")),
+            None => Err(self.err("truncated boolean")),
+        }
+    }
+
+    /// `n` raw bytes.
+    #[inline]
+    pub(crate) fn take(&mut self, n: usize) -> DatumResult<&'a [u8]> {
+        if n > self.remaining() {
+            return Err(self.err("length runs past the end of the block"));
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    /// `bytes` / `string`: a long length, then the bytes.
+    #[inline]
+    pub(crate) fn bytes(&mut self) -> DatumResult<&'a [u8]> {
+        let at = self.pos;
+        let len = self.long()?;
+        if len < 0 {
+            return Err(DatumError {
+                reason: "negative length",
+                offset: at,
+            });
+        }
+        self.take(usize::try_from(len).unwrap_or(usize::MAX))
+    }
+
+    /// The item count of the next array or map block: 0 ends the array. A
+    /// negative count is followed by the block's byte size, which is read
+    /// and checked. The count is checked against the bytes left, given the
+    /// smallest size of an item.
+    #[inline]
+    pub(crate) fn block_count(&mut self, min_item: usize) -> DatumResult<usize> {
+        let at = self.pos;
+        let count = self.long()?;
+        let count = if count < 0 {
+            let size = self.long()?;
+            if size < 0 {
+                return Err(self.err("negative array block size"));
+            }
+            count.unsigned_abs()
+        } else {
+            count as u64
+        };
+        let fits = match min_item {
+            0 => count <= (1 << 32),
+            n => count <= (self.remaining() / n) as u64,
+        };
+        if !fits {
+            return Err(DatumError {
+                reason: "array block claims more items than the block holds",
+                offset: at,
+            });
+        }
+        Ok(count as usize)
+    }
+
+    /// Skips one value of node `node`.
+    pub(crate) fn skip(&mut self, schema: &Schema, node: usize, depth: usize) -> DatumResult<()> {
+        if depth > MAX_DEPTH {
+            return Err(self.err("values nest too deeply"));
+        }
+        match schema.node(node) {
+            Node::Null => {}
+            Node::Boolean => {
+                self.boolean()?;
+            }
+            Node::Int | Node::Long | Node::Enum { .. } => {
+                self.long()?;
+            }
+            Node::Float => {
+                self.take(4)?;
+            }
+            Node::Double => {
+                self.take(8)?;
+            }
+            Node::Bytes | Node::String => {
+                self.bytes()?;
+            }
+            Node::Fixed(n) => {
+                self.take(*n)?;
+            }
+            Node::Array(items) => self.skip_blocks(schema, &[*items], depth)?,
+            Node::Map(values) => {
+                // Each entry: a string key, then the value.
+                loop {
+                    let at = self.pos;
+                    let count = self.long()?;
+                    if count == 0 {
+                        break;
+                    }
+                    if count < 0 {
+                        // The block's byte size lets us jump over it.
+                        let size = self.long()?;
+                        let size = usize::try_from(size).map_err(|_| DatumError {
+                            reason: "negative map block size",
+                            offset: at,
+                        })?;
+                        self.take(size)?;
+                        continue;
+                    }
+                    if count as u64 > self.remaining() as u64 {
+                        return Err(DatumError {
+                            reason: "map block claims more entries than the block holds",
+                            offset: at,
+                        });
+                    }
+                    for _ in 0..count {
+                        self.bytes()?;
+                        self.skip(schema, *values, depth + 1)?;
+                    }
+                }
+            }
+            Node::Union(branches) => {
+                let at = self.pos;
+                let i = self.long()?;
+                let b = usize::try_from(i)
+                    .ok()
+                    .and_then(|i| branches.get(i))
+                    .ok_or(DatumError {
+                        reason: "union branch index out of range",
+                        offset: at,
+                    })?;
+                self.skip(schema, *b, depth + 1)?;
+            }
+            Node::Record { fields, .. } => {
+                for &(_, f) in fields {
+                    self.skip(schema, f, depth + 1)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Skips the blocks of an array of `item[0]`.
+    fn skip_blocks(&mut self, schema: &Schema, item: &[usize], depth: usize) -> DatumResult<()> {
+        let items = item[0];
+        let min = schema.min_size[items];
+        loop {
+            let at = self.pos;
+            let count = self.long()?;
+            if count == 0 {
+                return Ok(());
+            }
+            if count < 0 {
+                let size = self.long()?;
+                let size = usize::try_from(size).map_err(|_| DatumError {
+                    reason: "negative array block size",
+                    offset: at,
+                })?;
+                self.take(size)?;
+                continue;
+            }
+            let count = count as u64;
+            match min {
+                // Items that take no bytes: nothing to read, however many.
+                0 if matches!(schema.node(items), Node::Null) => continue,
+                0 if count > 1 << 32 => {
+                    return Err(DatumError {
+                        reason: "array block claims too many items",
+                        offset: at,
+                    });
+                }
+                n if count > (self.remaining() / n) as u64 => {
+                    return Err(DatumError {
+                        reason: "array block claims more items than the block holds",
+                        offset: at,
+                    });
+                }
+                _ => {}
+            }
+            match schema.node(items) {
+                Node::Float => {
+                    self.take(count as usize * 4)?;
+                }
+                Node::Double => {
+                    self.take(count as usize * 8)?;
+                }
+                Node::Fixed(n) => {
+                    self.take(count as usize * n)?;
+                }
+                _ => {
+                    for _ in 0..count {
+                        self.skip(schema, items, depth + 1)?;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zigzag() {
+        for (bytes, v) in [
+            (&[0u8][..], 0i64),
+            (&[1], -1),
+            (&[2], 1),
+            (&[0x80, 0x01], 64),
+        ] {
+            assert_eq!(Reader::new(bytes).long().unwrap(), v);
+        }
+        let max = [0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
+        assert_eq!(Reader::new(&max).long().unwrap(), i64::MAX);
+        assert!(Reader::new(&[0x80; 11]).long().is_err());
+        assert!(Reader::new(&[0x80, 0x80, 0x80, 0x80, 0x10]).int().is_err());
+    }
+
+    #[test]
+    fn arrays_cannot_claim_more_than_the_bytes() {
+        // A block of 2^40 longs in a 6-byte buffer.
+        let mut buf = Vec::new();
+        let n: i64 = 1 << 40;
+        let mut z = ((n << 1) ^ (n >> 63)) as u64;
+        while z >= 0x80 {
+            buf.push((z as u8) | 0x80);
+            z >>= 7;
+        }
+        buf.push(z as u8);
+        let s = Schema::parse(r#"{"type": "array", "items": "long"}"#).unwrap();
+        assert!(Reader::new(&buf).skip(&s, s.root, 0).is_err());
+        // ... but an array of nulls may claim many items: they take no bytes.
+        let s = Schema::parse(r#"{"type": "array", "items": "null"}"#).unwrap();
+        buf.push(0);
+        assert!(Reader::new(&buf).skip(&s, s.root, 0).is_ok());
+    }
+}

@@ -1,0 +1,671 @@
+//! The Avro decoder: walks each record's fields by the compiled plan,
+//! writing requested values straight into the batch columns and skipping
+//! the rest without materialising them.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use grist_tensor::{
+    Batch, BatchBuilder, Chunk, ColumnBuilder, DenseBuilder, FeatureSpec, Limits, Section,
+    SparseBuilder, Values,
+};
+
+use crate::datum::{DatumError, Reader};
+use crate::error::{Error, FeatureProblem, Location, Result};
+use crate::plan::{FieldPlan, Leaf, Plan, SparsePart, Step, check_specs};
+use crate::schema::{Node, Schema};
+
+/// Why decoding a record failed, before the location is attached.
+#[derive(Debug)]
+enum Fail {
+    Datum(DatumError),
+    Feature(usize, FeatureProblem),
+}
+
+impl From<DatumError> for Fail {
+    fn from(e: DatumError) -> Self {
+        Fail::Datum(e)
+    }
+}
+
+type Hot<T> = std::result::Result<T, Fail>;
+
+/// A recycled batch; clones of a decoder do not share (or copy) it.
+#[derive(Debug, Default)]
+struct Spare(Option<Batch>);
+
+impl Clone for Spare {
+    fn clone(&self) -> Self {
+        Spare(None)
+    }
+}
+
+/// Decodes Avro records into batches, the AvroTensorDataset way: dense
+/// features from primitives or nested arrays, sparse features from records
+/// of `indices0..` and `values` arrays, varlen features from nested arrays.
+///
+/// Build it once from the specs, register each file's writer schema with
+/// [`add_schema`](Self::add_schema) (a plan is compiled once per distinct
+/// schema), then decode blocks. Clone it to decode on several threads.
+#[derive(Clone, Debug)]
+pub struct AvroDecoder {
+    specs: Arc<[FeatureSpec]>,
+    /// Plans by file.
+    plans: HashMap<Arc<str>, Arc<Plan>>,
+    /// Plans by schema text, shared by files with the same schema.
+    by_schema: HashMap<String, Arc<Plan>>,
+    limits: Limits,
+    ids: Vec<Vec<i64>>,
+    index: Vec<i64>,
+    per_row: Vec<(f64, f64)>,
+    spare: Spare,
+}
+
+impl AvroDecoder {
+    /// A decoder for `specs` (dense, sparse or varlen; other kinds are
+    /// rejected by name).
+    pub fn new(specs: &[FeatureSpec]) -> Result<Self> {
+        check_specs(specs)?;
+        Ok(AvroDecoder {
+            specs: specs.into(),
+            plans: HashMap::new(),
+            by_schema: HashMap::new(),
+            limits: Limits::default(),
+            ids: Vec::new(),
+            index: Vec::new(),
+            per_row: Vec::new(),
+            spare: Spare(None),
+        })
+    }
+
+    /// The limits on allocations sized by input. By default,
+    /// [`Limits::default`].
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The specs, in output order.
+    pub fn specs(&self) -> &[FeatureSpec] {
+        &self.specs
+    }
+
+    /// Registers the writer schema (the JSON text of `avro.schema`) of
+    /// `file`, compiling a decode plan for it unless an identical schema
+    /// was seen before. Fails, naming the feature, when a spec does not fit
+    /// the schema.
+    pub fn add_schema(&mut self, file: impl Into<Arc<str>>, schema_json: &str) -> Result<()> {
+        let file = file.into();
+        let plan = match self.by_schema.get(schema_json) {
+            Some(p) => p.clone(),
+            None => {
+                let schema = Schema::parse(schema_json).map_err(|reason| Error::BadHeader {
+                    file: file.clone(),
+                    reason: format!("bad writer schema: {reason}"),
+                })?;
+                let plan = Arc::new(Plan::compile(Arc::new(schema), &self.specs, &file)?);
+                let ranks = plan
+                    .steps
+                    .iter()
+                    .filter_map(|s| match s {
+                        Step::Column {
+                            plan: FieldPlan::Varlen { dims, .. },
+                            ..
+                        } => Some(dims.len()),
+                        Step::Column {
+                            plan: FieldPlan::Sparse { parts },
+                            ..
+                        } => Some(parts.len()),
+                        _ => None,
+                    })
+                    .max()
+                    .unwrap_or(0);
+                self.ids.resize(self.ids.len().max(ranks), Vec::new());
+                self.by_schema.insert(schema_json.to_string(), plan.clone());
+                plan
+            }
+        };
+        self.plans.insert(file, plan);
+        Ok(())
+    }
+
+    /// An empty batch builder for the specs' columns, with room for `rows`
+    /// rows in the dense columns.
+    pub fn new_batch(&self, rows: usize) -> BatchBuilder {
+        self.new_batch_with(rows, None)
+    }
+
+    /// Gives the memory of a consumed batch back for the next batch.
+    pub fn recycle(&mut self, batch: Batch) {
+        self.spare = Spare(Some(batch));
+    }
+
+    /// Like [`new_batch`](Self::new_batch), reusing the memory of the last
+    /// batch given to [`recycle`](Self::recycle), if any.
+    pub fn recycled_batch(&mut self, rows: usize) -> BatchBuilder {
+        let spare = self.spare.0.take();
+        self.new_batch_with(rows, spare)
+    }
+
+    fn new_batch_with(&self, rows: usize, spare: Option<Batch>) -> BatchBuilder {
+        let mut b = BatchBuilder::new();
+        for spec in self.specs.iter() {
+            let builder = match spec {
+                FeatureSpec::Dense(d) => ColumnBuilder::Dense(DenseBuilder::new(
+                    d.dtype,
+                    d.shape.iter().map(|&x| x.max(0) as usize).collect(),
+                )),
+                FeatureSpec::Sparse(s) => ColumnBuilder::Sparse(SparseBuilder::new(
+                    s.dtype,
+                    s.shape.clone().unwrap_or_default(),
+                )),
+                FeatureSpec::Varlen(v) => {
+                    let shape = match (&v.shape, v.rank) {
+                        (Some(shape), _) => shape.iter().map(|&x| x.max(0)).collect(),
+                        (None, Some(rank)) => vec![0; rank],
+                        (None, None) => vec![0],
+                    };
+                    ColumnBuilder::Sparse(SparseBuilder::new(v.dtype, shape))
+                }
+                // check_specs rejected the other kinds.
+                _ => continue,
+            };
+            b.push_column(spec.name(), Section::Features, builder);
+        }
+        if let Some(spare) = spare {
+            b.recycle(spare);
+        }
+        b.reserve_rows(rows);
+        for (c, &(values, indices)) in b.columns_mut().iter_mut().zip(&self.per_row) {
+            if let ColumnBuilder::Sparse(s) = &mut c.builder {
+                s.values.reserve((values * rows as f64 * 1.1) as usize);
+                s.indices.reserve((indices * rows as f64 * 1.1) as usize);
+            }
+        }
+        b
+    }
+
+    /// Decodes records `rows` (positions within the block) of one block
+    /// of `file` (its writer schema registered with
+    /// [`add_schema`](Self::add_schema)), appending them to `out`. The
+    /// block holds `record_count` records from record `first_record` of the
+    /// file on; when `rows` reaches its end, bytes left over after the last
+    /// record are an error (the count lied).
+    #[allow(clippy::too_many_arguments)]
+    pub fn decode_block(
+        &mut self,
+        file: &Arc<str>,
+        block: u64,
+        first_record: u64,
+        data: &[u8],
+        record_count: usize,
+        rows: Range<usize>,
+        out: &mut BatchBuilder,
+    ) -> Result<()> {
+        let at = || Location::block(file.clone(), block);
+        let plan = self.plans.get(file).cloned().ok_or_else(|| Error::Schema {
+            file: file.clone(),
+            feature: String::new(),
+            reason: "no writer schema was registered for this file".into(),
+        })?;
+        let mut r = Reader::new(data);
+        let end = rows.end.min(record_count);
+        for i in 0..end {
+            let record = first_record + i as u64;
+            let res = if i < rows.start {
+                plan.steps.iter().try_for_each(|s| {
+                    let node = match s {
+                        Step::Skip(n) => *n,
+                        Step::Column { node, nullable, .. } if nullable.is_none() => *node,
+                        Step::Column { .. } => return skip_nullable(&mut r, &plan.schema, s),
+                    };
+                    r.skip(&plan.schema, node, 1).map_err(Fail::from)
+                })
+            } else {
+                out.begin_row();
+                let res = self.record(&mut r, &plan, out);
+                match &res {
+                    Ok(()) => out.end_row(),
+                    Err(_) => out.discard_row(),
+                }
+                res
+            };
+            if let Err(e) = res {
+                return Err(match e {
+                    Fail::Datum(d) => Error::Datum {
+                        at: at().with_record(record),
+                        reason: format!("{} at byte {} of the block", d.reason, d.offset),
+                    },
+                    Fail::Feature(col, problem) => Error::Feature {
+                        at: at().with_record(record),
+                        feature: self.specs[col].name().to_string(),
+                        problem,
+                    },
+                });
+            }
+        }
+        if end == record_count && !r.at_end() {
+            return Err(Error::Datum {
+                at: at(),
+                reason: format!(
+                    "{} bytes left after the block's {record_count} records",
+                    r.remaining()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Finishes a batch.
+    pub fn finish(&mut self, out: &mut BatchBuilder) -> Result<Batch> {
+        let rows = out.rows().max(1) as f64;
+        self.per_row = out
+            .columns()
+            .iter()
+            .map(|c| match &c.builder {
+                ColumnBuilder::Sparse(s) => {
+                    (s.values.len() as f64 / rows, s.indices.len() as f64 / rows)
+                }
+                _ => (0.0, 0.0),
+            })
+            .collect();
+        out.finish().map_err(Error::Spec)
+    }
+
+    /// Decodes one record.
+    fn record(&mut self, r: &mut Reader<'_>, plan: &Plan, out: &mut BatchBuilder) -> Hot<()> {
+        let schema = &*plan.schema;
+        let row = out.rows() as i64;
+        let columns = out.columns_mut();
+        for step in &plan.steps {
+            let (col, nullable, fp) = match step {
+                Step::Skip(n) => {
+                    r.skip(schema, *n, 1)?;
+                    continue;
+                }
+                Step::Column {
+                    col,
+                    nullable,
+                    plan,
+                    ..
+                } => (*col, nullable, plan),
+            };
+            let builder = &mut columns[col].builder;
+            if let Some(n) = nullable {
+                let at = r.pos;
+                match r.long()? {
+                    b if b == n.null_branch => {
+                        // Null: a dense feature takes its default; varlen
+                        // and sparse features have no values.
+                        if let (FieldPlan::Dense { default, .. }, ColumnBuilder::Dense(d)) =
+                            (fp, &mut *builder)
+                        {
+                            match default {
+                                Some(v) => {
+                                    d.values.extend_from(v);
+                                    d.end_row();
+                                }
+                                None => {
+                                    return Err(Fail::Feature(
+                                        col,
+                                        FeatureProblem::NullWithoutDefault,
+                                    ));
+                                }
+                            }
+                        }
+                        continue;
+                    }
+                    b if b == 1 - n.null_branch => {}
+                    _ => {
+                        return Err(Fail::Datum(DatumError {
+                            reason: "union branch index out of range",
+                            offset: at,
+                        }));
+                    }
+                }
+            }
+            match (fp, builder) {
+                (FieldPlan::Dense { leaf, dims, .. }, ColumnBuilder::Dense(d)) => {
+                    if dims.is_empty() {
+                        read_leaf(r, schema, *leaf, &mut d.values)?;
+                    } else {
+                        dense(r, schema, *leaf, dims, 0, &mut d.values)
+                            .map_err(|f| with_col(f, col))?;
+                    }
+                    d.end_row();
+                }
+                (FieldPlan::Varlen { leaf, dims }, ColumnBuilder::Sparse(s)) => {
+                    self.index.clear();
+                    self.index.resize(dims.len(), 0);
+                    varlen(r, schema, *leaf, dims, 0, row, &mut self.index, s)
+                        .map_err(|f| with_col(f, col))?;
+                }
+                (FieldPlan::Sparse { parts }, ColumnBuilder::Sparse(s)) => {
+                    sparse(r, schema, parts, row, &mut self.ids, s)
+                        .map_err(|f| with_col(f, col))?;
+                }
+                _ => unreachable!("plan and builder layouts always match"),
+            }
+        }
+        for (col, default) in &plan.defaults {
+            if let ColumnBuilder::Dense(d) = &mut columns[*col].builder {
+                d.values.extend_from(default);
+                d.end_row();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Skips a nullable field: its union index, then its value unless null.
+fn skip_nullable(r: &mut Reader<'_>, schema: &Schema, step: &Step) -> Hot<()> {
+    if let Step::Column {
+        nullable: Some(n),
+        node,
+        ..
+    } = step
+    {
+        let at = r.pos;
+        match r.long()? {
+            b if b == n.null_branch => {}
+            b if b == 1 - n.null_branch => r.skip(schema, *node, 1)?,
+            _ => {
+                return Err(Fail::Datum(DatumError {
+                    reason: "union branch index out of range",
+                    offset: at,
+                }));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Attaches the column to a feature problem found below the record level.
+fn with_col(f: Fail, col: usize) -> Fail {
+    match f {
+        Fail::Feature(_, p) => Fail::Feature(col, p),
+        other => other,
+    }
+}
+
+/// The fewest bytes one leaf takes (at least 1, so that a count of items
+/// is always bounded by the bytes left).
+fn leaf_size(leaf: Leaf) -> usize {
+    match leaf {
+        Leaf::Float => 4,
+        Leaf::Double => 8,
+        Leaf::Fixed(n) => n.max(1),
+        _ => 1,
+    }
+}
+
+/// Reads one leaf value into `out` (whose dtype the plan checked).
+#[inline]
+fn read_leaf(r: &mut Reader<'_>, schema: &Schema, leaf: Leaf, out: &mut Values) -> Hot<()> {
+    match (leaf, out) {
+        (Leaf::Int, Values::Int32(v)) => v.push(r.int()?),
+        (Leaf::Int, Values::Int64(v)) => v.push(r.int()? as i64),
+        (Leaf::Int, Values::Float32(v)) => v.push(r.int()? as f32),
+        (Leaf::Int, Values::Float64(v)) => v.push(r.int()? as f64),
+        (Leaf::Long, Values::Int64(v)) => v.push(r.long()?),
+        (Leaf::Long, Values::Float32(v)) => v.push(r.long()? as f32),
+        (Leaf::Long, Values::Float64(v)) => v.push(r.long()? as f64),
+        (Leaf::Float, Values::Float32(v)) => v.push(r.float()?),
+        (Leaf::Float, Values::Float64(v)) => v.push(r.float()? as f64),
+        (Leaf::Double, Values::Float64(v)) => v.push(r.double()?),
+        (Leaf::Boolean, Values::Bool(v)) => v.push(r.boolean()?),
+        (Leaf::Bytes, Values::String(v)) => v.push(r.bytes()?),
+        (Leaf::Fixed(n), Values::String(v)) => v.push(r.take(n)?),
+        (Leaf::Enum(node), Values::String(v)) => {
+            let at = r.pos;
+            let i = r.long()?;
+            let Node::Enum { symbols } = schema.node(node) else {
+                unreachable!("enum leaves point at enum nodes");
+            };
+            let s = usize::try_from(i)
+                .ok()
+                .and_then(|i| symbols.get(i))
+                .ok_or(DatumError {
+                    reason: "enum index out of range",
+                    offset: at,
+                })?;
+            v.push(s.as_bytes());
+        }
+        _ => unreachable!("the plan only pairs leaves with dtypes they fit"),
+    }
+    Ok(())
+}
+
+/// Reads `count` leaves into `out`, in bulk where the encoding allows.
+#[inline]
+fn read_leaves(
+    r: &mut Reader<'_>,
+    schema: &Schema,
+    leaf: Leaf,
+    count: usize,
+    out: &mut Values,
+) -> Hot<()> {
+    match (leaf, &mut *out) {
+        (Leaf::Float, Values::Float32(v)) => {
+            let bytes = r.take(count * 4)?;
+            v.extend(
+                bytes
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            );
+        }
+        (Leaf::Double, Values::Float64(v)) => {
+            let bytes = r.take(count * 8)?;
+            v.extend(
+                bytes
+                    .chunks_exact(8)
+                    .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])),
+            );
+        }
+        (Leaf::Long, Values::Int64(v)) => {
+            v.reserve(count);
+            for _ in 0..count {
+                v.push(r.long()?);
+            }
+        }
+        _ => {
+            out.reserve(count);
+            for _ in 0..count {
+                read_leaf(r, schema, leaf, out)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads `dims.len() - level` levels of nested arrays into a dense column,
+/// checking each array's length after reading it (innermost first, as ATDS
+/// reports).
+fn dense(
+    r: &mut Reader<'_>,
+    schema: &Schema,
+    leaf: Leaf,
+    dims: &[usize],
+    level: usize,
+    out: &mut Values,
+) -> Hot<()> {
+    let last = level + 1 == dims.len();
+    let min = if last { leaf_size(leaf) } else { 1 };
+    let mut n = 0usize;
+    loop {
+        let count = r.block_count(min)?;
+        if count == 0 {
+            break;
+        }
+        if last {
+            read_leaves(r, schema, leaf, count, out)?;
+        } else {
+            for _ in 0..count {
+                dense(r, schema, leaf, dims, level + 1, out)?;
+            }
+        }
+        n += count;
+    }
+    if n != dims[level] {
+        return Err(Fail::Feature(
+            0,
+            FeatureProblem::WrongLength {
+                dim: level,
+                expected: dims[level],
+                actual: n,
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// Reads nested arrays into a varlen (sparse) column: each leaf's index
+/// tuple is the batch row and its position at every level.
+#[allow(clippy::too_many_arguments)]
+fn varlen(
+    r: &mut Reader<'_>,
+    schema: &Schema,
+    leaf: Leaf,
+    dims: &[Option<usize>],
+    level: usize,
+    row: i64,
+    index: &mut [i64],
+    b: &mut SparseBuilder,
+) -> Hot<()> {
+    let last = level + 1 == dims.len();
+    let min = if last { leaf_size(leaf) } else { 1 };
+    let mut n = 0usize;
+    loop {
+        let count = r.block_count(min)?;
+        if count == 0 {
+            break;
+        }
+        for _ in 0..count {
+            index[level] = n as i64;
+            if last {
+                read_leaf(r, schema, leaf, &mut b.values)?;
+                b.indices.push(row);
+                b.indices.extend_from_slice(index);
+            } else {
+                varlen(r, schema, leaf, dims, level + 1, row, index, b)?;
+            }
+            n += 1;
+        }
+    }
+    match dims[level] {
+        Some(d) if d != n => {
+            return Err(Fail::Feature(
+                0,
+                FeatureProblem::WrongLength {
+                    dim: level,
+                    expected: d,
+                    actual: n,
+                },
+            ));
+        }
+        Some(_) => {}
+        None => b.shape[level] = b.shape[level].max(n as i64),
+    }
+    Ok(())
+}
+
+/// Reads an ATDS sparse record: index arrays and values, in stored order.
+fn sparse(
+    r: &mut Reader<'_>,
+    schema: &Schema,
+    parts: &[SparsePart],
+    row: i64,
+    ids: &mut [Vec<i64>],
+    b: &mut SparseBuilder,
+) -> Hot<()> {
+    let rank = b.shape.len();
+    let start = b.values.len();
+    for part in parts {
+        match part {
+            SparsePart::Index { k, leaf } => {
+                let out = &mut ids[*k];
+                out.clear();
+                loop {
+                    let count = r.block_count(1)?;
+                    if count == 0 {
+                        break;
+                    }
+                    out.reserve(count);
+                    for _ in 0..count {
+                        out.push(match leaf {
+                            Leaf::Int => r.int()? as i64,
+                            _ => r.long()?,
+                        });
+                    }
+                }
+            }
+            SparsePart::Values(leaf) => loop {
+                let count = r.block_count(leaf_size(*leaf))?;
+                if count == 0 {
+                    break;
+                }
+                read_leaves(r, schema, *leaf, count, &mut b.values)?;
+            },
+            SparsePart::Skip(node) => r.skip(schema, *node, 1)?,
+        }
+    }
+    let nnz = b.values.len() - start;
+    for (k, id) in ids.iter().take(rank).enumerate() {
+        if id.len() != nnz {
+            return Err(Fail::Feature(
+                0,
+                FeatureProblem::IndexCountMismatch {
+                    index: k,
+                    indices: id.len(),
+                    values: nnz,
+                },
+            ));
+        }
+        if let Some(&bad) = id.iter().find(|&&i| i as u64 >= b.shape[k] as u64) {
+            return Err(Fail::Feature(
+                0,
+                FeatureProblem::IndexOutOfRange {
+                    index: k,
+                    value: bad,
+                    size: b.shape[k],
+                },
+            ));
+        }
+    }
+    b.indices.reserve(nnz * (rank + 1));
+    for j in 0..nnz {
+        b.indices.push(row);
+        b.indices.extend(ids.iter().take(rank).map(|id| id[j]));
+    }
+    Ok(())
+}
+
+impl grist_tensor::Decoder for AvroDecoder {
+    type Error = Error;
+
+    fn specs(&self) -> &[FeatureSpec] {
+        &self.specs
+    }
+
+    fn new_batch(&self, rows: usize) -> BatchBuilder {
+        AvroDecoder::new_batch(self, rows)
+    }
+
+    fn decode_chunk(
+        &mut self,
+        chunk: &Chunk,
+        rows: Range<usize>,
+        out: &mut BatchBuilder,
+    ) -> Result<()> {
+        self.decode_block(
+            &chunk.file,
+            chunk.index,
+            chunk.first_record,
+            &chunk.data,
+            chunk.record_count,
+            rows,
+            out,
+        )
+    }
+}

@@ -1,0 +1,328 @@
+//! A compact form of an Avro writer schema: exactly what decoding needs
+//! (each type's binary encoding), with named types resolved into an arena so
+//! recursive schemas are representable.
+//!
+//! The schema text is validated with the `apache-avro` crate first; this
+//! module then reads the same JSON, keeping the distinctions that matter on
+//! the wire (a `uuid` over `string` vs over `fixed(16)`, `decimal` over
+//! `bytes` vs `fixed`), which logical types only annotate.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+/// One schema node. Children are arena indices.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Node {
+    Null,
+    Boolean,
+    Int,
+    Long,
+    Float,
+    Double,
+    Bytes,
+    String,
+    Array(usize),
+    Map(usize),
+    Union(Vec<usize>),
+    Record {
+        name: String,
+        fields: Vec<(String, usize)>,
+    },
+    Enum {
+        symbols: Vec<String>,
+    },
+    Fixed(usize),
+}
+
+/// A parsed writer schema.
+#[derive(Clone, Debug)]
+pub(crate) struct Schema {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) root: usize,
+    /// The fewest bytes a value of each node can take (0 for null, empty
+    /// records, fixed(0)): bounds how many items an array can claim.
+    pub(crate) min_size: Vec<usize>,
+}
+
+impl Schema {
+    /// Parses (and validates with apache-avro) a writer schema.
+    pub(crate) fn parse(text: &str) -> Result<Schema, String> {
+        apache_avro::Schema::parse_str(text).map_err(|e| e.to_string())?;
+        let json: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let mut p = Parser {
+            nodes: Vec::new(),
+            names: HashMap::new(),
+        };
+        let root = p.node(&json, "")?;
+        let min_size = min_sizes(&p.nodes);
+        Ok(Schema {
+            nodes: p.nodes,
+            root,
+            min_size,
+        })
+    }
+
+    pub(crate) fn node(&self, i: usize) -> &Node {
+        &self.nodes[i]
+    }
+
+    /// The Avro type name of a node, for messages.
+    pub(crate) fn type_name(&self, i: usize) -> String {
+        match &self.nodes[i] {
+            Node::Null => "null".into(),
+            Node::Boolean => "boolean".into(),
+            Node::Int => "int".into(),
+            Node::Long => "long".into(),
+            Node::Float => "float".into(),
+            Node::Double => "double".into(),
+            Node::Bytes => "bytes".into(),
+            Node::String => "string".into(),
+            Node::Array(items) => format!("array<{}>", self.type_name(*items)),
+            Node::Map(values) => format!("map<{}>", self.type_name(*values)),
+            Node::Union(branches) => format!(
+                "[{}]",
+                branches
+                    .iter()
+                    .map(|&b| self.type_name(b))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Node::Record { name, .. } => format!("record {name}"),
+            Node::Enum { .. } => "enum".into(),
+            Node::Fixed(n) => format!("fixed({n})"),
+        }
+    }
+}
+
+struct Parser {
+    nodes: Vec<Node>,
+    /// Full names of named types → arena index.
+    names: HashMap<String, usize>,
+}
+
+const PRIMITIVES: [&str; 8] = [
+    "null", "boolean", "int", "long", "float", "double", "bytes", "string",
+];
+
+fn primitive(name: &str) -> Option<Node> {
+    Some(match name {
+        "null" => Node::Null,
+        "boolean" => Node::Boolean,
+        "int" => Node::Int,
+        "long" => Node::Long,
+        "float" => Node::Float,
+        "double" => Node::Double,
+        "bytes" => Node::Bytes,
+        "string" => Node::String,
+        _ => return None,
+    })
+}
+
+fn full_name(name: &str, namespace: &str) -> String {
+    if name.contains('.') || namespace.is_empty() {
+        name.to_string()
+    } else {
+        format!("{namespace}.{name}")
+    }
+}
+
+impl Parser {
+    fn push(&mut self, n: Node) -> usize {
+        self.nodes.push(n);
+        self.nodes.len() - 1
+    }
+
+    fn reference(&self, name: &str, namespace: &str) -> Result<usize, String> {
+        self.names
+            .get(&full_name(name, namespace))
+            .or_else(|| self.names.get(name))
+            .copied()
+            .ok_or_else(|| format!("unknown type {name:?}"))
+    }
+
+    fn node(&mut self, v: &Value, namespace: &str) -> Result<usize, String> {
+        match v {
+            Value::String(name) => match primitive(name) {
+                Some(n) => Ok(self.push(n)),
+                None => self.reference(name, namespace),
+            },
+            Value::Array(branches) => {
+                let b = branches
+                    .iter()
+                    .map(|b| self.node(b, namespace))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(self.push(Node::Union(b)))
+            }
+            Value::Object(m) => {
+                let ty = m.get("type").ok_or("a type object without \"type\"")?;
+                let Value::String(ty) = ty else {
+                    // {"type": {...}} or {"type": [...]}: the inner type.
+                    return self.node(ty, namespace);
+                };
+                let ns = m
+                    .get("namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or(namespace)
+                    .to_string();
+                let named = |this: &mut Parser, node: Node| -> Result<(usize, String), String> {
+                    let name = m
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .ok_or("a named type without \"name\"")?;
+                    let full = full_name(name, &ns);
+                    // The namespace of the name itself applies inside.
+                    let inner_ns = full
+                        .rsplit_once('.')
+                        .map_or(String::new(), |(n, _)| n.to_string());
+                    let i = this.push(node);
+                    this.names.insert(full, i);
+                    Ok((i, inner_ns))
+                };
+                match ty.as_str() {
+                    "record" | "error" => {
+                        let (i, inner_ns) = named(self, Node::Null)?;
+                        let mut fields = Vec::new();
+                        for f in m
+                            .get("fields")
+                            .and_then(Value::as_array)
+                            .ok_or("a record without \"fields\"")?
+                        {
+                            let fname = f
+                                .get("name")
+                                .and_then(Value::as_str)
+                                .ok_or("a field without \"name\"")?;
+                            let ft = f.get("type").ok_or("a field without \"type\"")?;
+                            fields.push((fname.to_string(), self.node(ft, &inner_ns)?));
+                        }
+                        let name = m
+                            .get("name")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string();
+                        self.nodes[i] = Node::Record { name, fields };
+                        Ok(i)
+                    }
+                    "enum" => {
+                        let symbols = m
+                            .get("symbols")
+                            .and_then(Value::as_array)
+                            .ok_or("an enum without \"symbols\"")?
+                            .iter()
+                            .map(|s| s.as_str().map(str::to_string).ok_or("a non-string symbol"))
+                            .collect::<Result<Vec<_>, _>>()?;
+                        Ok(named(self, Node::Enum { symbols })?.0)
+                    }
+                    "fixed" => {
+                        let size = m
+                            .get("size")
+                            .and_then(Value::as_u64)
+                            .ok_or("a fixed without \"size\"")?;
+                        let size = usize::try_from(size).map_err(|_| "fixed size too large")?;
+                        Ok(named(self, Node::Fixed(size))?.0)
+                    }
+                    "array" => {
+                        let items =
+                            self.node(m.get("items").ok_or("an array without \"items\"")?, &ns)?;
+                        Ok(self.push(Node::Array(items)))
+                    }
+                    "map" => {
+                        let values =
+                            self.node(m.get("values").ok_or("a map without \"values\"")?, &ns)?;
+                        Ok(self.push(Node::Map(values)))
+                    }
+                    // {"type": "long", "logicalType": ...}: the encoding is
+                    // the underlying type's.
+                    p if PRIMITIVES.contains(&p) => {
+                        Ok(self.push(primitive(p).unwrap_or(Node::Null)))
+                    }
+                    other => self.reference(other, &ns),
+                }
+            }
+            other => Err(format!("not a schema: {other}")),
+        }
+    }
+}
+
+/// The smallest encoding of each node (a fixpoint, so recursive records,
+/// which must bottom out through a union or an array, get finite sizes).
+fn min_sizes(nodes: &[Node]) -> Vec<usize> {
+    const UNKNOWN: usize = usize::MAX;
+    let mut size = vec![UNKNOWN; nodes.len()];
+    loop {
+        let mut changed = false;
+        for (i, n) in nodes.iter().enumerate() {
+            let s = match n {
+                Node::Null => 0,
+                Node::Boolean | Node::Int | Node::Long | Node::Bytes | Node::String => 1,
+                Node::Float => 4,
+                Node::Double => 8,
+                Node::Array(_) | Node::Map(_) | Node::Enum { .. } => 1,
+                Node::Fixed(n) => *n,
+                Node::Union(b) => {
+                    let m = b.iter().map(|&b| size[b]).min().unwrap_or(UNKNOWN);
+                    if m == UNKNOWN { UNKNOWN } else { 1 + m }
+                }
+                Node::Record { fields, .. } => fields
+                    .iter()
+                    .try_fold(0usize, |acc, &(_, f)| {
+                        (size[f] != UNKNOWN).then(|| acc.saturating_add(size[f]))
+                    })
+                    .unwrap_or(UNKNOWN),
+            };
+            if s != size[i] {
+                size[i] = s;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    // A type that never bottoms out cannot occur in data at all.
+    size.into_iter()
+        .map(|s| if s == UNKNOWN { 1 } else { s })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn named_and_recursive_types_resolve() {
+        let s = Schema::parse(
+            r#"{"type": "record", "name": "Node", "namespace": "x.y", "fields": [
+                {"name": "v", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+                {"name": "id", "type": {"type": "fixed", "name": "Id", "size": 16}},
+                {"name": "id2", "type": "Id"},
+                {"name": "u", "type": {"type": "string", "logicalType": "uuid"}},
+                {"name": "next", "type": ["null", "x.y.Node"]}
+            ]}"#,
+        )
+        .unwrap();
+        let Node::Record { fields, .. } = s.node(s.root) else {
+            panic!()
+        };
+        assert_eq!(s.node(fields[0].1), &Node::Long);
+        assert_eq!(s.node(fields[1].1), &Node::Fixed(16));
+        assert_eq!(fields[1].1, fields[2].1);
+        assert_eq!(s.node(fields[3].1), &Node::String);
+        let Node::Union(b) = s.node(fields[4].1) else {
+            panic!()
+        };
+        assert_eq!(b[1], s.root);
+        assert_eq!(s.min_size[s.root], 1 + 16 + 16 + 1 + 1);
+    }
+
+    #[test]
+    fn invalid_schemas_are_rejected() {
+        assert!(Schema::parse("{").is_err());
+        assert!(
+            Schema::parse(
+                r#"{"type": "record", "name": "R", "fields": [{"name": "a", "type": "Nope"}]}"#
+            )
+            .is_err()
+        );
+    }
+}
