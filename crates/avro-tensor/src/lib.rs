@@ -10,8 +10,10 @@ mod error;
 // -- decoding: schema → plan, datums → columns --
 mod datum;
 mod decoder;
+mod encode;
 mod plan;
 mod schema;
 
 pub use decoder::AvroDecoder;
+pub use encode::{encode_batch, schema_for_specs};
 pub use error::{Error, FeatureProblem, Location, Result};
