@@ -5,7 +5,10 @@
 mod error;
 
 // -- container: header, blocks, codecs, chunk source, writer --
-// (module lines for container.rs, codec.rs, source.rs, writer.rs go here)
+mod codec;
+mod container;
+mod source;
+mod writer;
 
 // -- decoding: schema → plan, datums → columns --
 mod datum;
@@ -14,6 +17,13 @@ mod encode;
 mod plan;
 mod schema;
 
+pub use codec::Codec;
+pub use container::{
+    Block, BlockDecoder, BlockReader, Blocks, Decoded, Header, MAGIC, RawBlock, ReaderOptions,
+    SYNC_LEN,
+};
 pub use decoder::AvroDecoder;
 pub use encode::{encode_batch, schema_for_specs};
 pub use error::{Error, FeatureProblem, Location, Result};
+pub use source::AvroSource;
+pub use writer::{ContainerWriter, WriteSummary, WriterOptions};
