@@ -1,0 +1,230 @@
+//! Decoding tests: every ATDS parse of every Avro corpus case, batch by
+//! batch, as tensorflow-io's ATDSDataset gave it (batches span files, as
+//! ATDS's do).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use grist_avro_tensor::{AvroDecoder, BlockReader, Error, ReaderOptions};
+use grist_tensor::SpecFile;
+use grist_tensor::json::{batch_to_json, compare_json};
+use serde_json::Value;
+
+use crate::support::avro_cases;
+
+/// One block of records, with its file.
+struct Block {
+    file: Arc<str>,
+    index: u64,
+    first_record: u64,
+    count: usize,
+    data: bytes::Bytes,
+}
+
+/// Every block of every file, plus each file's schema; stops at the first
+/// container error (returned with the blocks before it).
+fn read_blocks(files: &[PathBuf]) -> (Vec<(Arc<str>, String)>, Vec<Block>, Option<Error>) {
+    let mut schemas = Vec::new();
+    let mut blocks = Vec::new();
+    for f in files {
+        let mut reader = match BlockReader::open(f, ReaderOptions::default()) {
+            Ok(r) => r,
+            Err(e) => return (schemas, blocks, Some(e)),
+        };
+        let file = reader.name().clone();
+        schemas.push((file.clone(), reader.header().schema_json.clone()));
+        loop {
+            match reader.next_block() {
+                Ok(Some(b)) => blocks.push(Block {
+                    file: file.clone(),
+                    index: b.index,
+                    first_record: b.first_record,
+                    count: b.record_count as usize,
+                    data: b.data,
+                }),
+                Ok(None) => break,
+                Err(e) => return (schemas, blocks, Some(e)),
+            }
+        }
+    }
+    (schemas, blocks, None)
+}
+
+/// Decodes the blocks in batches of `batch_size` (a batch may span blocks
+/// and files). Returns the batches and the first error, if any.
+fn decode_all(
+    decoder: &mut AvroDecoder,
+    blocks: &[Block],
+    batch_size: usize,
+    drop_remainder: bool,
+) -> (Vec<Value>, Option<Error>) {
+    let mut batches = Vec::new();
+    let mut out = decoder.new_batch(batch_size);
+    let mut pending = 0;
+    for b in blocks {
+        let mut row = 0;
+        while row < b.count {
+            let take = (batch_size - pending).min(b.count - row);
+            if let Err(e) = decoder.decode_block(
+                &b.file,
+                b.index,
+                b.first_record,
+                &b.data,
+                b.count,
+                row..row + take,
+                &mut out,
+            ) {
+                return (batches, Some(e));
+            }
+            row += take;
+            pending += take;
+            if pending == batch_size {
+                match decoder.finish(&mut out) {
+                    Ok(batch) => batches.push(batch_to_json(&batch)),
+                    Err(e) => return (batches, Some(e)),
+                }
+                pending = 0;
+            }
+        }
+    }
+    if pending > 0 && !drop_remainder {
+        match decoder.finish(&mut out) {
+            Ok(batch) => batches.push(batch_to_json(&batch)),
+            Err(e) => return (batches, Some(e)),
+        }
+    }
+    (batches, None)
+}
+
+fn is_generic(parse: &Value) -> bool {
+    parse["api"]
+        .as_str()
+        .is_some_and(|a| a.contains("parse_avro"))
+}
+
+#[test]
+fn every_atds_parse_matches_tensorflow_io() {
+    let mut checked = 0;
+    let mut skipped = Vec::new();
+    for case in avro_cases() {
+        let parses = case.expected["parses"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if parses.is_empty() {
+            continue;
+        }
+        let (schemas, blocks, container_error) = read_blocks(&case.files);
+        assert!(
+            container_error.is_none(),
+            "{}: {container_error:?}",
+            case.name
+        );
+        for parse in &parses {
+            let id = format!("{}/{}", case.name, parse["id"].as_str().unwrap_or("?"));
+            if is_generic(parse) {
+                skipped.push(id);
+                continue;
+            }
+            let spec = SpecFile::from_value(parse).unwrap();
+            let mut decoder = AvroDecoder::new(&spec.features).unwrap();
+            let mut plan_error = None;
+            for (file, schema) in &schemas {
+                if let Err(e) = decoder.add_schema(file.clone(), schema) {
+                    plan_error = Some(e);
+                    break;
+                }
+            }
+            let (batches, error) = match plan_error {
+                Some(e) => (Vec::new(), Some(e)),
+                None => decode_all(
+                    &mut decoder,
+                    &blocks,
+                    spec.batch_size.unwrap(),
+                    spec.drop_remainder == Some(true),
+                ),
+            };
+            let expected = parse["batches"].as_array().cloned().unwrap_or_default();
+            match (parse["outcome"].as_str().unwrap(), &error) {
+                ("ok", None) => assert_eq!(batches.len(), expected.len(), "{id}: batch count"),
+                ("ok", Some(e)) => panic!("{id}: {e}"),
+                ("error", None) => panic!("{id}: expected an error"),
+                ("error", Some(e)) => {
+                    let err = &parse["error"];
+                    assert_eq!(
+                        batches.len() as u64,
+                        err["batches_before_error"].as_u64().unwrap(),
+                        "{id}: {e}"
+                    );
+                    // The message names the feature, as ATDS's does.
+                    let msg = err["message"].as_str().unwrap();
+                    if let Error::Feature { feature, .. } = e {
+                        assert!(msg.contains(feature.as_str()), "{id}: {e} vs {msg}");
+                    }
+                }
+                (other, _) => panic!("{id}: unknown outcome {other}"),
+            }
+            for (i, (want, got)) in expected.iter().zip(&batches).enumerate() {
+                if let Err(m) = compare_json(want, got) {
+                    panic!("{id}: batch {i}: {m}\nexpected {want}\nactual   {got}");
+                }
+            }
+            checked += 1;
+        }
+    }
+    println!("skipped (generic key-expression parses, a later issue): {skipped:?}");
+    assert!(checked >= 10, "only {checked} parses checked");
+}
+
+#[test]
+fn lying_block_counts_fail_at_the_block_the_manifest_names() {
+    let mut checked = 0;
+    for case in avro_cases() {
+        let Some(failing) = case.expected["error"]["failing_block_index"].as_u64() else {
+            continue;
+        };
+        let (schemas, blocks, container_error) = read_blocks(&case.files);
+        if container_error.is_some() {
+            // Damage the container layer reports itself (tests/container.rs).
+            continue;
+        }
+        // No features: every field is skipped, which walks every datum.
+        let mut decoder = AvroDecoder::new(&[]).unwrap();
+        for (file, schema) in &schemas {
+            decoder.add_schema(file.clone(), schema).unwrap();
+        }
+        let mut records_before = 0u64;
+        let mut error = None;
+        for b in &blocks {
+            let mut out = decoder.new_batch(b.count);
+            match decoder.decode_block(
+                &b.file,
+                b.index,
+                b.first_record,
+                &b.data,
+                b.count,
+                0..b.count,
+                &mut out,
+            ) {
+                Ok(()) => records_before += b.count as u64,
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            }
+        }
+        let e = error.unwrap_or_else(|| panic!("{}: decoding did not fail", case.name));
+        assert!(matches!(e, Error::Datum { .. }), "{}: {e}", case.name);
+        assert_eq!(e.location().unwrap().block, failing, "{}: {e}", case.name);
+        assert_eq!(
+            records_before,
+            case.expected["error"]["records_in_intact_blocks_before"]
+                .as_u64()
+                .unwrap(),
+            "{}",
+            case.name
+        );
+        checked += 1;
+    }
+    assert!(checked >= 1);
+}
