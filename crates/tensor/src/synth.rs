@@ -168,6 +168,75 @@ pub fn prod19(rows: usize, seed: u64) -> Batch {
     Batch::new(rows, columns)
 }
 
+/// The Avro-native dtype of each prod19 feature that tf.Example widens.
+const PROD19_NATIVE: [(&str, DType); 5] = [
+    ("s_int", DType::Int32),
+    ("s_double", DType::Float64),
+    ("s_bool", DType::Bool),
+    ("d_f64_0", DType::Float64),
+    ("d_i32_0", DType::Int32),
+];
+
+fn native(name: &str) -> Option<DType> {
+    PROD19_NATIVE
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, d)| d)
+}
+
+/// The feature specs of prod19 with the Avro record's own types (int,
+/// long, float, double, boolean; `prod19.md`), in the ATDS form: dense
+/// features, and sparse features `sp_k` of shape `[50001]` read from
+/// records of `indices0` and `values`.
+pub fn prod19_native_specs() -> Vec<FeatureSpec> {
+    prod19_example_specs()
+        .into_iter()
+        .map(|s| match s {
+            FeatureSpec::Dense(mut d) => {
+                if let Some(t) = native(&d.name) {
+                    d.dtype = t;
+                }
+                FeatureSpec::Dense(d)
+            }
+            FeatureSpec::Sparse(sp) => FeatureSpec::Sparse(SparseSpec {
+                shape: Some(vec![PROD19_SPARSE_SIZE]),
+                index_key: None,
+                value_key: None,
+                size: None,
+                ..sp
+            }),
+            other => other,
+        })
+        .collect()
+}
+
+/// [`prod19`] with the Avro record's own types (see
+/// [`prod19_native_specs`]): the same values, narrowed or widened.
+pub fn prod19_native(rows: usize, seed: u64) -> Batch {
+    let columns = prod19(rows, seed)
+        .into_columns()
+        .into_iter()
+        .map(|mut c| {
+            if let (Some(t), Tensor::Dense(d)) = (native(&c.name), &mut c.tensor) {
+                d.values = match (t, &d.values) {
+                    (DType::Int32, Values::Int64(v)) => {
+                        Values::Int32(v.iter().map(|&x| x as i32).collect())
+                    }
+                    (DType::Bool, Values::Int64(v)) => {
+                        Values::Bool(v.iter().map(|&x| x != 0).collect())
+                    }
+                    (DType::Float64, Values::Float32(v)) => {
+                        Values::Float64(v.iter().map(|&x| x as f64).collect())
+                    }
+                    (_, v) => v.clone(),
+                };
+            }
+            c
+        })
+        .collect();
+    Batch::new(rows, columns)
+}
+
 fn dense_column(name: &str, shape: Vec<usize>, values: Values) -> Column {
     Column {
         name: name.to_string(),
@@ -187,6 +256,12 @@ mod tests {
         assert_ne!(a, prod19(50, 43));
         assert_eq!(a.columns().len(), 19);
         assert_eq!(prod19_example_specs().len(), 19);
+        let n = prod19_native(50, 42);
+        let specs = prod19_native_specs();
+        for (spec, col) in specs.iter().zip(n.columns()) {
+            assert_eq!(spec.name(), col.name);
+            assert_eq!(spec.dtype(), col.tensor.dtype(), "{}", col.name);
+        }
         let sp = a.get("sp_3").unwrap().as_sparse().unwrap();
         let nnz = sp.nnz();
         assert!((500..=2500).contains(&nnz), "{nnz}");
