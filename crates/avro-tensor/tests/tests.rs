@@ -1,0 +1,9 @@
+//! The integration tests of grist-avro-tensor (one binary, one module per
+//! area).
+
+mod container;
+mod decode;
+mod hostile;
+mod support;
+mod truncation;
+mod writer;
