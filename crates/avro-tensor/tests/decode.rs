@@ -21,9 +21,12 @@ struct Block {
     data: bytes::Bytes,
 }
 
+/// Each file's name with its writer schema JSON.
+type Schemas = Vec<(Arc<str>, String)>;
+
 /// Every block of every file, plus each file's schema; stops at the first
 /// container error (returned with the blocks before it).
-fn read_blocks(files: &[PathBuf]) -> (Vec<(Arc<str>, String)>, Vec<Block>, Option<Error>) {
+fn read_blocks(files: &[PathBuf]) -> (Schemas, Vec<Block>, Option<Error>) {
     let mut schemas = Vec::new();
     let mut blocks = Vec::new();
     for f in files {
