@@ -44,6 +44,7 @@ mod source;
 mod spec;
 pub mod synth;
 mod tensor;
+pub mod varint;
 
 pub use builder::{
     BatchBuilder, BuilderColumn, ColumnBuilder, DenseBuilder, PaddedBuilder, PartitionBuffer,

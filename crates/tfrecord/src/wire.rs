@@ -183,32 +183,7 @@ impl<'a> Cursor<'a> {
 /// Decodes one varint from the start of `buf`: the value and its length.
 #[inline(always)]
 pub(crate) fn read_varint(buf: &[u8]) -> Result<(u64, usize), &'static str> {
-    match buf.first() {
-        Some(&b) if b < 0x80 => return Ok((b as u64, 1)),
-        None => return Err("truncated varint"),
-        _ => {}
-    }
-    if let Some(word) = buf.first_chunk::<8>() {
-        if let Some(v) = swar_varint(u64::from_le_bytes(*word)) {
-            return Ok(v);
-        }
-    }
-    read_varint_slow(buf)
-}
-
-/// Decodes a varint of at most 8 bytes held in the little-endian `word`
-/// without branching on each byte; `None` when it is longer.
-#[inline(always)]
-fn swar_varint(word: u64) -> Option<(u64, usize)> {
-    // A byte without its high bit ends the varint.
-    let ends = !word & 0x8080_8080_8080_8080;
-    if ends == 0 {
-        return None;
-    }
-    let len = (ends.trailing_zeros() as usize + 1) / 8;
-    // Keep the varint's bytes (len is 1..=8), drop the continuation bits.
-    let keep = u64::MAX >> (64 - 8 * len);
-    Some((squeeze(word & keep), len))
+    grist_tensor::varint::decode(buf)
 }
 
 /// Decodes every varint that ends in `word` (their ends marked in `ends`),
@@ -223,42 +198,12 @@ fn squeeze_all(word: u64, mut ends: u64, out: &mut Vec<i64>) -> u32 {
             // Up to 3 bytes (values below 2^21): three groups.
             ((bits & 0x7f) | ((bits >> 1) & 0x3f80) | ((bits >> 2) & 0x1f_c000)) as i64
         } else {
-            squeeze(bits) as i64
+            grist_tensor::varint::squeeze(bits) as i64
         });
         from = to;
         ends &= ends - 1;
     }
     from
-}
-
-/// Joins the 7-bit groups of up to 8 varint bytes (little-endian in `x`)
-/// into the value they encode.
-#[inline(always)]
-fn squeeze(x: u64) -> u64 {
-    let mut x = x & 0x7f7f_7f7f_7f7f_7f7f;
-    // Pairs, quads, then halves.
-    x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
-    x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
-    (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4)
-}
-
-#[cold]
-fn read_varint_slow(buf: &[u8]) -> Result<(u64, usize), &'static str> {
-    let mut v: u64 = 0;
-    for (i, &b) in buf.iter().enumerate().take(10) {
-        v |= ((b & 0x7f) as u64) << (7 * i);
-        if b < 0x80 {
-            if i == 9 && b > 1 {
-                return Err("varint overflows 64 bits");
-            }
-            return Ok((v, i + 1));
-        }
-    }
-    if buf.len() < 10 {
-        Err("truncated varint")
-    } else {
-        Err("varint longer than 10 bytes")
-    }
 }
 
 /// Appends the packed varints of `bytes` to `out` (as int64, two's
