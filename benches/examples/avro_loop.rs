@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use grist_avro_tensor::{AvroDecoder, BlockReader, Codec, ReaderOptions};
-use grist_benches::prod19_avro;
+use grist_benches::{avro_peers, prod19_avro};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -19,38 +19,12 @@ fn main() {
     let start = Instant::now();
     let mut rows = 0;
     for _ in 0..reps {
-        let mut reader =
+        let reader =
             BlockReader::new(&file[..], "prod19", ReaderOptions::default()).expect("header");
-        decoder
-            .add_schema(reader.name().clone(), &reader.header().schema_json)
-            .expect("plan");
-        let mut out = decoder.new_batch(batch);
-        while let Some(b) = reader.next_block().expect("block") {
-            let n = b.record_count as usize;
-            let mut row = 0;
-            while row < n {
-                let take = (batch - out.rows()).min(n - row);
-                decoder
-                    .decode_block(
-                        reader.name(),
-                        b.index,
-                        b.first_record,
-                        &b.data,
-                        n,
-                        row..row + take,
-                        &mut out,
-                    )
-                    .expect("decode");
-                row += take;
-                if out.rows() == batch {
-                    let done = decoder.finish(&mut out).expect("finish");
-                    rows += done.rows();
-                    decoder.recycle(done);
-                    out = decoder.recycled_batch(batch);
-                }
-            }
-        }
-        rows += decoder.finish(&mut out).expect("finish").rows();
+        rows += avro_peers::grist(reader, &mut decoder, batch, |b| {
+            std::hint::black_box(b);
+        })
+        .expect("decode");
     }
     let secs = start.elapsed().as_secs_f64();
     println!(

@@ -1,5 +1,7 @@
 //! Shared inputs for grist's criterion benchmarks: deterministic datasets
-//! built once per bench run.
+//! built once per bench run, and the Rust Avro peers ([`avro_peers`]).
+
+pub mod avro_peers;
 
 use grist_avro_tensor::{Codec, ContainerWriter, WriterOptions};
 use grist_tensor::{FeatureSpec, SpecFile, synth};
