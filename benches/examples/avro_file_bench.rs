@@ -33,7 +33,7 @@ struct Args {
 }
 
 const USAGE: &str = "usage: avro_file_bench --spec SPEC.json [--batch-size N] \
-                     [--min-seconds S] [--json] FILE.avro...";
+                     [--threads 1] [--min-seconds S] [--json] FILE.avro...";
 
 fn parse_args() -> Result<Args, String> {
     let mut args = std::env::args().skip(1);
@@ -56,6 +56,12 @@ fn parse_args() -> Result<Args, String> {
                     .ok()
                     .filter(|s: &f64| s.is_finite() && *s >= 0.0)
                     .ok_or("--min-seconds takes a non-negative number")?
+            }
+            // Accepted for `grist bench` parity: this reader is one thread.
+            "--threads" => {
+                if value("--threads")? != "1" {
+                    return Err("--threads: only 1 (one decode thread) is supported".into());
+                }
             }
             "--json" => json = true,
             "-h" | "--help" => return Err(USAGE.into()),
