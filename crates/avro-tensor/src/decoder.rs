@@ -465,9 +465,15 @@ fn read_leaves(
         }
         (Leaf::Long, Values::Int64(v)) => {
             v.reserve(count);
-            for _ in 0..count {
-                v.push(r.long()?);
-            }
+            r.longs(count, |x| v.push(x))?;
+        }
+        (Leaf::Int, Values::Int32(v)) => {
+            v.reserve(count);
+            r.ints(count, |x| v.push(x))?;
+        }
+        (Leaf::Int, Values::Int64(v)) => {
+            v.reserve(count);
+            r.ints(count, |x| v.push(x as i64))?;
         }
         _ => {
             out.reserve(count);
@@ -592,11 +598,10 @@ fn sparse(
                         break;
                     }
                     out.reserve(count);
-                    for _ in 0..count {
-                        out.push(match leaf {
-                            Leaf::Int => r.int()? as i64,
-                            _ => r.long()?,
-                        });
+                    if matches!(leaf, Leaf::Int) {
+                        r.ints(count, |v| out.push(v as i64))?;
+                    } else {
+                        r.longs(count, |v| out.push(v))?;
                     }
                 }
             }
@@ -633,10 +638,21 @@ fn sparse(
             ));
         }
     }
-    b.indices.reserve(nnz * (rank + 1));
-    for j in 0..nnz {
-        b.indices.push(row);
-        b.indices.extend(ids.iter().take(rank).map(|id| id[j]));
+    // Row-major COO: each entry's batch row (filled here), then its index
+    // in every dimension.
+    let base = b.indices.len();
+    b.indices.resize(base + nnz * (rank + 1), row);
+    let entries = b.indices[base..].chunks_exact_mut(rank + 1);
+    if rank == 1 {
+        for (entry, &i) in entries.zip(&ids[0]) {
+            entry[1] = i;
+        }
+    } else {
+        for (j, entry) in entries.enumerate() {
+            for (slot, id) in entry[1..].iter_mut().zip(ids.iter()) {
+                *slot = id[j];
+            }
+        }
     }
     Ok(())
 }

@@ -51,6 +51,74 @@ pub fn squeeze(x: u64) -> u64 {
     (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4)
 }
 
+/// Decodes, in order, up to `limit` varints that end within `word` (eight
+/// little-endian bytes starting at a varint's first byte), handing each
+/// value to `push`. `ends` marks their last bytes: the high bit of every
+/// byte whose own high bit is clear (`!word & 0x8080_8080_8080_8080`).
+/// Returns how many were decoded and the bit offset just past the last.
+/// The varints are independent of each other, so the CPU decodes several
+/// at once instead of one byte chain after another.
+#[inline(always)]
+pub fn decode_ends(
+    word: u64,
+    mut ends: u64,
+    limit: usize,
+    mut push: impl FnMut(u64),
+) -> (usize, u32) {
+    let mut from = 0u32;
+    let mut n = 0;
+    while ends != 0 && n < limit {
+        let to = ends.trailing_zeros() + 1;
+        let bits = (word >> from) & (u64::MAX >> (64 - (to - from)));
+        push(if to - from <= 24 {
+            // Up to 3 bytes (values below 2^21): three groups.
+            (bits & 0x7f) | ((bits >> 1) & 0x3f80) | ((bits >> 2) & 0x1f_c000)
+        } else {
+            squeeze(bits)
+        });
+        from = to;
+        ends &= ends - 1;
+        n += 1;
+    }
+    (n, from)
+}
+
+/// Decodes `count` consecutive varints from the start of `buf`, handing
+/// each value to `push` in order; returns the bytes they took. Fails with
+/// the reason and the byte offset of the first bad varint (values before
+/// it have been pushed).
+#[inline]
+pub fn decode_count(
+    buf: &[u8],
+    count: usize,
+    mut push: impl FnMut(u64),
+) -> Result<usize, (&'static str, usize)> {
+    let mut p = 0;
+    let mut left = count;
+    // Bulk: while 8 bytes remain, every varint ending in the next word.
+    while left > 0 {
+        let Some(w) = buf.get(p..).and_then(|b| b.first_chunk::<8>()) else {
+            break;
+        };
+        let word = u64::from_le_bytes(*w);
+        let ends = !word & 0x8080_8080_8080_8080;
+        if ends == 0 {
+            // Longer than 8 bytes: the careful path below.
+            break;
+        }
+        let (n, bits) = decode_ends(word, ends, left, &mut push);
+        left -= n;
+        p += (bits / 8) as usize;
+    }
+    while left > 0 {
+        let (v, len) = decode(buf.get(p..).unwrap_or_default()).map_err(|e| (e, p))?;
+        push(v);
+        p += len;
+        left -= 1;
+    }
+    Ok(p)
+}
+
 /// Zig-zag decoding (Avro's `int` and `long`).
 #[inline(always)]
 pub fn zigzag(v: u64) -> i64 {
@@ -107,5 +175,39 @@ mod tests {
         assert!(decode(&over).is_err());
         assert_eq!(zigzag(1), -1);
         assert_eq!(zigzag(u64::MAX), i64::MIN);
+    }
+
+    #[test]
+    fn decode_count_matches_one_by_one() {
+        // Every length from 1 to 10 bytes, in a run long enough to use
+        // whole words, then cut at every length.
+        let values: Vec<u64> = (0..200u64)
+            .map(|i| match i % 11 {
+                10 => u64::MAX,
+                k => (1u64 << (7 * k)).wrapping_add(i),
+            })
+            .collect();
+        let bytes: Vec<u8> = values.iter().flat_map(|&v| encode(v)).collect();
+        for count in [0, 1, 7, 100, 200] {
+            let mut got = Vec::new();
+            let used = decode_count(&bytes, count, |v| got.push(v)).unwrap();
+            assert_eq!(got, values[..count]);
+            let want: usize = values[..count].iter().map(|&v| encode(v).len()).sum();
+            assert_eq!(used, want);
+        }
+        for cut in 0..bytes.len() {
+            let mut got = Vec::new();
+            match decode_count(&bytes[..cut], values.len(), |v| got.push(v)) {
+                Ok(_) => panic!("{cut} bytes cannot hold every varint"),
+                Err((_, at)) => {
+                    let want: usize = got.iter().map(|&v| encode(v).len()).sum();
+                    assert_eq!(at, want, "cut {cut}");
+                    assert_eq!(got, values[..got.len()]);
+                }
+            }
+        }
+        let mut long = vec![0xffu8; 11];
+        long.push(0);
+        assert_eq!(decode_count(&long, 1, |_| {}).map_err(|e| e.1), Err(0));
     }
 }

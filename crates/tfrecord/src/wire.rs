@@ -186,24 +186,11 @@ pub(crate) fn read_varint(buf: &[u8]) -> Result<(u64, usize), &'static str> {
     grist_tensor::varint::decode(buf)
 }
 
-/// Decodes every varint that ends in `word` (their ends marked in `ends`),
-/// appending to `dst` at `*k`; returns the bit offset after the last one.
+/// Decodes every varint that ends in `word` (their ends marked in `ends`)
+/// into `out`; returns the bit offset after the last one.
 #[inline(always)]
-fn squeeze_all(word: u64, mut ends: u64, out: &mut Vec<i64>) -> u32 {
-    let mut from = 0u32;
-    while ends != 0 {
-        let to = ends.trailing_zeros() + 1;
-        let bits = (word >> from) & (u64::MAX >> (64 - (to - from)));
-        out.push(if to - from <= 24 {
-            // Up to 3 bytes (values below 2^21): three groups.
-            ((bits & 0x7f) | ((bits >> 1) & 0x3f80) | ((bits >> 2) & 0x1f_c000)) as i64
-        } else {
-            grist_tensor::varint::squeeze(bits) as i64
-        });
-        from = to;
-        ends &= ends - 1;
-    }
-    from
+fn squeeze_all(word: u64, ends: u64, out: &mut Vec<i64>) -> u32 {
+    grist_tensor::varint::decode_ends(word, ends, usize::MAX, |v| out.push(v as i64)).1
 }
 
 /// Appends the packed varints of `bytes` to `out` (as int64, two's
