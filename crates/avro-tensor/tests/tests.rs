@@ -3,6 +3,7 @@
 
 mod container;
 mod decode;
+mod differential;
 mod hostile;
 mod support;
 mod truncation;
