@@ -207,12 +207,20 @@ impl Compiler<'_> {
         Ok(node)
     }
 
-    fn leaf(&self, feature: &str, node: usize, dtype: DType) -> Result<Leaf> {
+    /// The leaf of a feature; `in_array` when the leaves are array items.
+    fn leaf(&self, feature: &str, node: usize, dtype: DType, in_array: bool) -> Result<Leaf> {
         let leaf = match self.schema.node(node) {
             Node::Enum { .. } => Some(Leaf::Enum(node)),
             n => Leaf::of(n),
         };
         match leaf {
+            // Items of no bytes: an array could claim any number of them
+            // in a few bytes (a valid file included), and each would be a
+            // value in the output.
+            Some(Leaf::Fixed(0)) if in_array => Err(self.mismatch(
+                feature,
+                "arrays of fixed(0) cannot be read: their items take no bytes, so nothing bounds how many an array holds".into(),
+            )),
             Some(l) if l.fits(dtype) => Ok(l),
             _ => Err(self.mismatch(
                 feature,
@@ -230,7 +238,7 @@ impl Compiler<'_> {
             FeatureSpec::Dense(d) => {
                 let dims: Vec<usize> = d.shape.iter().map(|&x| x as usize).collect();
                 let leaf_node = self.arrays(name, node, dims.len())?;
-                let leaf = self.leaf(name, leaf_node, d.dtype)?;
+                let leaf = self.leaf(name, leaf_node, d.dtype, !dims.is_empty())?;
                 let default = match &d.default {
                     Some(v) => Some(resolve_default(name, d.dtype, v, dims.iter().product())?),
                     None => None,
@@ -252,7 +260,7 @@ impl Compiler<'_> {
                 };
                 let leaf_node = self.arrays(name, node, dims.len())?;
                 FieldPlan::Varlen {
-                    leaf: self.leaf(name, leaf_node, v.dtype)?,
+                    leaf: self.leaf(name, leaf_node, v.dtype, true)?,
                     dims,
                 }
             }
@@ -295,7 +303,7 @@ impl Compiler<'_> {
                         (None, "values") => {
                             let leaf_node = self.arrays(name, *fnode, 1)?;
                             values = true;
-                            SparsePart::Values(self.leaf(name, leaf_node, sp.dtype)?)
+                            SparsePart::Values(self.leaf(name, leaf_node, sp.dtype, true)?)
                         }
                         _ => SparsePart::Skip(*fnode),
                     });

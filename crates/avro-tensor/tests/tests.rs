@@ -5,6 +5,7 @@ mod container;
 mod decode;
 mod differential;
 mod hostile;
+mod regressions;
 mod support;
 mod truncation;
 mod writer;
