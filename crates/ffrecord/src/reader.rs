@@ -1,0 +1,800 @@
+//! [`FfrReader`]: one FFRecord file, or a folder of them, read by sample
+//! number.
+
+use std::fmt;
+use std::fs::{self, File};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use grist_tensor::Limits;
+
+use crate::error::{Error, Result, SampleAt};
+use crate::header::{FileHeader, HeaderDecoder, PREFIX_LEN, crc32, encode_header};
+use crate::source::FfrSource;
+
+/// How sample bytes are fetched from the files.
+///
+/// By default ([`Access::pread`]) every read is a positioned read
+/// (`pread`) into a buffer grist owns: safe whatever happens to the file.
+/// [`Access::mmap`] maps each file into memory instead and hands out
+/// samples as slices of the map, without copying: faster, but only sound
+/// while nobody changes the files, which the caller must promise.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Access(AccessKind);
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum AccessKind {
+    #[default]
+    Pread,
+    Mmap,
+}
+
+impl Access {
+    /// Positioned reads (`pread`) into owned buffers. The default.
+    pub fn pread() -> Self {
+        Access(AccessKind::Pread)
+    }
+
+    /// Memory-maps every file; samples are slices of the maps (no copy).
+    ///
+    /// # Safety
+    ///
+    /// The caller promises that no file of the dataset is modified or
+    /// truncated, by this process or any other, while the reader or any
+    /// sample or chunk it returned is alive. A file that shrinks under a
+    /// map makes reading its bytes fault (the process is killed with
+    /// `SIGBUS`); a file written to changes bytes that were already
+    /// returned, and checked, under the caller's feet.
+    #[allow(unsafe_code)]
+    pub unsafe fn mmap() -> Self {
+        Access(AccessKind::Mmap)
+    }
+
+    /// True for the memory-mapped mode.
+    pub fn is_mmap(self) -> bool {
+        self.0 == AccessKind::Mmap
+    }
+}
+
+/// Options of [`FfrReader`].
+///
+/// ```
+/// use grist_ffrecord::ReaderOptions;
+/// let options = ReaderOptions::default().with_check_data(false);
+/// assert!(!options.check_data());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReaderOptions {
+    check_data: bool,
+    limits: Limits,
+    access: Access,
+    coalesce_gap: u64,
+}
+
+impl Default for ReaderOptions {
+    fn default() -> Self {
+        ReaderOptions {
+            check_data: true,
+            limits: Limits::default(),
+            access: Access::pread(),
+            coalesce_gap: 4096,
+        }
+    }
+}
+
+impl ReaderOptions {
+    /// Whether to verify checksums, as the original's `check_data`: the
+    /// metadata CRC-32 of each file when it is opened (skipped for legacy
+    /// files, whose stored checksum is 0) and the CRC-32 of every sample
+    /// read, zero-length ones included. Offsets are checked against the
+    /// header and file sizes either way. By default, `true`.
+    pub fn with_check_data(mut self, check: bool) -> Self {
+        self.check_data = check;
+        self
+    }
+
+    /// The limits on allocations sized by the files: the header arrays,
+    /// one sample ([`Limits::max_record_bytes`]) and one batch of samples
+    /// ([`Limits::max_alloc_bytes`]). By default, [`Limits::default`].
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// How sample bytes are fetched. By default, [`Access::pread`].
+    pub fn with_access(mut self, access: Access) -> Self {
+        self.access = access;
+        self
+    }
+
+    /// The largest run of unwanted bytes a batch read reads through to
+    /// join two wanted samples of the same file into one read (the bytes
+    /// in between are read and skipped). Samples that touch are always
+    /// read together. By default, 4096 bytes.
+    pub fn with_coalesce_gap(mut self, bytes: u64) -> Self {
+        self.coalesce_gap = bytes;
+        self
+    }
+
+    /// Whether checksums are verified.
+    pub fn check_data(&self) -> bool {
+        self.check_data
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The access mode.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    /// The coalescing gap.
+    pub fn coalesce_gap(&self) -> u64 {
+        self.coalesce_gap
+    }
+}
+
+/// One file of a dataset: its name, where its samples are numbered, and
+/// its validated header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileInfo {
+    name: Arc<str>,
+    path: Option<PathBuf>,
+    first_index: u64,
+    header: FileHeader,
+}
+
+impl FileInfo {
+    /// The file's name as errors print it.
+    pub fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    /// The file's path (`None` for a file given as bytes).
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The dataset number of the file's first sample.
+    pub fn first_index(&self) -> u64 {
+        self.first_index
+    }
+
+    /// The number of samples in the file.
+    pub fn count(&self) -> u64 {
+        self.header.count()
+    }
+
+    /// The validated header.
+    pub fn header(&self) -> &FileHeader {
+        &self.header
+    }
+}
+
+/// One sample read from a dataset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Sample {
+    /// Where the sample is.
+    pub at: SampleAt,
+    /// Its bytes (a slice of a buffer shared with the other samples of
+    /// the same read, or of the file's memory map).
+    pub data: Bytes,
+}
+
+/// Where a file's bytes come from.
+enum Backing {
+    /// Positioned reads.
+    File(File),
+    /// The whole file in memory (a memory map or given bytes).
+    Bytes(Bytes),
+}
+
+struct Inner {
+    files: Vec<FileInfo>,
+    backings: Vec<Backing>,
+    /// The dataset number after each file's last sample.
+    ends: Vec<u64>,
+    options: ReaderOptions,
+}
+
+/// An FFRecord dataset (one file, a list of files, or a folder of `*.ffr`
+/// files) read by sample number.
+///
+/// Opening reads and validates every file's header (and nothing else):
+/// the file must hold the `12 + 12·N` bytes of its header (checked before
+/// anything is allocated for it), its metadata CRC-32 must match when
+/// [`check_data`](ReaderOptions::with_check_data) is on (legacy files,
+/// whose stored checksum is 0, are accepted and reported by
+/// [`legacy_files`](Self::legacy_files)), and its offsets must lie between
+/// the end of the header and the end of the file without decreasing.
+/// Samples are numbered across files in order, as the original numbers
+/// them. [`read`](Self::read) then fetches any samples, in the order asked,
+/// coalescing neighbours into single reads, and checks their CRC-32s.
+///
+/// The reader is cheap to clone and can be shared between threads.
+///
+/// ```
+/// use grist_ffrecord::{FfrReader, FfrWriter, ReaderOptions, WriterOptions};
+///
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("data.ffr");
+/// let mut w = FfrWriter::create(&path, WriterOptions::default())?;
+/// for s in [&b"zero"[..], b"one", b"two", b"three"] {
+///     w.write_sample(s)?;
+/// }
+/// w.finish()?;
+///
+/// let reader = FfrReader::open(&path, ReaderOptions::default())?;
+/// assert_eq!(reader.len(), 4);
+/// let samples = reader.read(&[3, 0, 3])?;
+/// assert_eq!(samples[0].data, &b"three"[..]);
+/// assert_eq!(samples[1].data, &b"zero"[..]);
+/// assert_eq!(samples[2].at.index, 3);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct FfrReader {
+    inner: Arc<Inner>,
+}
+
+fn name_of(path: &Path) -> Arc<str> {
+    path.display().to_string().into()
+}
+
+fn io_error(file: &Arc<str>) -> impl FnOnce(io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        file: file.clone(),
+        source,
+    }
+}
+
+/// The `*.ffr` entries of folder `dir` (not recursive), sorted as plain
+/// strings, as the original orders them (`a_10.ffr` before `a_2.ffr`).
+/// Other entries are ignored. Fails with [`Error::NoFiles`] when there is
+/// none.
+pub fn dataset_files(dir: impl AsRef<Path>) -> Result<Vec<PathBuf>> {
+    let dir = dir.as_ref();
+    let dir_name = name_of(dir);
+    let mut files = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io_error(&dir_name))? {
+        let entry = entry.map_err(io_error(&dir_name))?;
+        if entry.file_name().as_encoded_bytes().ends_with(b".ffr") {
+            files.push(entry.path());
+        }
+    }
+    if files.is_empty() {
+        return Err(Error::NoFiles { dir: dir_name });
+    }
+    files.sort_by(|a, b| {
+        a.as_os_str()
+            .as_encoded_bytes()
+            .cmp(b.as_os_str().as_encoded_bytes())
+    });
+    Ok(files)
+}
+
+impl FfrReader {
+    /// Opens `path`: an FFRecord file, or a folder whose `*.ffr` entries
+    /// (see [`dataset_files`]) make one dataset.
+    pub fn open(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Self> {
+        let path = path.as_ref();
+        let name = name_of(path);
+        let meta = fs::metadata(path).map_err(io_error(&name))?;
+        if meta.is_dir() {
+            Self::open_files(dataset_files(path)?, options)
+        } else {
+            Self::open_files([path], options)
+        }
+    }
+
+    /// Opens the FFRecord files `paths`, numbering their samples in the
+    /// order given. An empty list is an empty dataset.
+    pub fn open_files<P: AsRef<Path>>(
+        paths: impl IntoIterator<Item = P>,
+        options: ReaderOptions,
+    ) -> Result<Self> {
+        let mut builder = Builder::new(options);
+        for path in paths {
+            let path = path.as_ref();
+            let name = name_of(path);
+            let file = File::open(path).map_err(io_error(&name))?;
+            let meta = file.metadata().map_err(io_error(&name))?;
+            if !meta.is_file() {
+                return Err(Error::NotAFile { file: name });
+            }
+            let size = meta.len();
+            if options.access.is_mmap() {
+                // An empty file cannot be mapped everywhere; it is too short
+                // for a header anyway.
+                let bytes = if size == 0 {
+                    Bytes::new()
+                } else {
+                    map_file(&file).map_err(io_error(&name))?
+                };
+                builder.add_bytes(name, Some(path.to_path_buf()), bytes)?;
+            } else {
+                builder.add_file(name, path.to_path_buf(), file, size)?;
+            }
+        }
+        Ok(builder.finish())
+    }
+
+    /// Reads one FFRecord file held in memory, called `name` in errors.
+    /// Samples are slices of `data` (no copy).
+    pub fn from_bytes(name: &str, data: Bytes, options: ReaderOptions) -> Result<Self> {
+        let mut builder = Builder::new(options);
+        builder.add_bytes(name.into(), None, data)?;
+        Ok(builder.finish())
+    }
+
+    /// The number of samples in the dataset.
+    pub fn len(&self) -> u64 {
+        self.inner.ends.last().copied().unwrap_or(0)
+    }
+
+    /// True when the dataset has no samples.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The files, in sample order.
+    pub fn files(&self) -> &[FileInfo] {
+        &self.inner.files
+    }
+
+    /// The legacy files (stored metadata checksum 0, not verified): the
+    /// original reader prints "you are using an old version ffrecord
+    /// file" for each.
+    pub fn legacy_files(&self) -> impl Iterator<Item = &FileInfo> + '_ {
+        self.inner.files.iter().filter(|f| f.header.is_legacy())
+    }
+
+    /// The options the reader was opened with.
+    pub fn options(&self) -> &ReaderOptions {
+        &self.inner.options
+    }
+
+    /// The total length of all samples, in bytes.
+    pub fn data_len(&self) -> u64 {
+        self.inner.files.iter().map(|f| f.header.data_len()).sum()
+    }
+
+    /// Which file sample `index` is in, and its number there.
+    fn find(&self, index: u64) -> Result<(usize, u64)> {
+        let ends = &self.inner.ends;
+        let f = ends.partition_point(|&end| end <= index);
+        if f >= ends.len() {
+            return Err(Error::IndexOutOfRange {
+                index,
+                count: self.len(),
+            });
+        }
+        Ok((f, index - self.inner.files[f].first_index))
+    }
+
+    /// Where sample `index` is.
+    pub fn locate(&self, index: u64) -> Result<SampleAt> {
+        let (f, sample) = self.find(index)?;
+        Ok(SampleAt {
+            file: self.inner.files[f].name.clone(),
+            sample,
+            index,
+        })
+    }
+
+    /// The length of sample `index`, in bytes.
+    pub fn sample_len(&self, index: u64) -> Result<u64> {
+        let (f, local) = self.find(index)?;
+        let r = self.range(f, local);
+        Ok(r.end - r.start)
+    }
+
+    fn range(&self, f: usize, local: u64) -> std::ops::Range<u64> {
+        // `find` returned a sample of this file.
+        self.inner.files[f]
+            .header
+            .sample_range(local)
+            .unwrap_or(0..0)
+    }
+
+    /// Re-checks the metadata checksum of every file that has one (the
+    /// original's `validate`), whether or not the reader checks data.
+    pub fn validate(&self) -> Result<()> {
+        for f in &self.inner.files {
+            let h = &f.header;
+            if h.is_legacy() {
+                continue;
+            }
+            let offsets = &h.offsets()[..h.offsets().len() - 1];
+            let encoded = encode_header(h.checksums(), offsets);
+            let computed = u32::from_le_bytes([encoded[0], encoded[1], encoded[2], encoded[3]]);
+            if computed != h.stored_crc() {
+                return Err(Error::MetadataChecksum {
+                    file: f.name.clone(),
+                    stored: h.stored_crc(),
+                    computed,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads sample `index` (checking its CRC-32 if the reader checks
+    /// data).
+    pub fn read_one(&self, index: u64) -> Result<Sample> {
+        let mut samples = self.read(&[index])?;
+        Ok(samples.remove(0))
+    }
+
+    /// Reads the samples `indices`, in that order (repeats allowed),
+    /// checking each one's CRC-32 if the reader checks data.
+    ///
+    /// With positioned reads, the wanted samples of each file are sorted
+    /// and read into one buffer, neighbours (and samples at most
+    /// [`coalesce_gap`](ReaderOptions::with_coalesce_gap) bytes apart)
+    /// with a single `pread`; a sample asked for twice is read once. The
+    /// buffer is checked against [`Limits::max_alloc_bytes`] first, each
+    /// sample against [`Limits::max_record_bytes`]. Memory-mapped (and
+    /// in-memory) files are sliced without copying.
+    ///
+    /// Fails on the first index out of range, or on the first sample (in
+    /// the order asked) whose checksum does not match.
+    pub fn read(&self, indices: &[u64]) -> Result<Vec<Sample>> {
+        let inner = &*self.inner;
+        let limits = inner.options.limits;
+        let mut wants = Vec::with_capacity(indices.len());
+        for &index in indices {
+            let (f, local) = self.find(index)?;
+            let range = self.range(f, local);
+            let len = range.end - range.start;
+            if len > limits.max_record_bytes() {
+                return Err(Error::SampleTooLarge {
+                    at: self.at(f, local, index),
+                    len,
+                    max: limits.max_record_bytes(),
+                });
+            }
+            wants.push(Want {
+                file: f,
+                local,
+                index,
+                start: range.start,
+                end: range.end,
+            });
+        }
+        let data = self.fetch(&wants)?;
+        let mut out = Vec::with_capacity(wants.len());
+        for (w, data) in wants.iter().zip(data) {
+            let at = self.at(w.file, w.local, w.index);
+            if inner.options.check_data {
+                let stored = inner.files[w.file].header.checksums()[w.local as usize];
+                let computed = crc32(&data);
+                if computed != stored {
+                    return Err(Error::SampleChecksum {
+                        at,
+                        stored,
+                        computed,
+                    });
+                }
+            }
+            out.push(Sample { at, data });
+        }
+        Ok(out)
+    }
+
+    fn at(&self, f: usize, local: u64, index: u64) -> SampleAt {
+        SampleAt {
+            file: self.inner.files[f].name.clone(),
+            sample: local,
+            index,
+        }
+    }
+
+    /// The bytes of each wanted sample, in order.
+    fn fetch(&self, wants: &[Want]) -> Result<Vec<Bytes>> {
+        let inner = &*self.inner;
+        let mut out: Vec<Bytes> = vec![Bytes::new(); wants.len()];
+        // The wanted samples of files read with pread, in file order.
+        let mut order: Vec<usize> = Vec::new();
+        for (i, w) in wants.iter().enumerate() {
+            match &inner.backings[w.file] {
+                Backing::Bytes(b) => out[i] = b.slice(w.start as usize..w.end as usize),
+                Backing::File(_) => order.push(i),
+            }
+        }
+        if order.is_empty() {
+            return Ok(out);
+        }
+        order.sort_unstable_by_key(|&i| (wants[i].file, wants[i].local));
+        // Plan the reads: runs of samples of one file, and where each
+        // wanted sample lands in the buffer.
+        let gap = inner.options.coalesce_gap;
+        let mut runs: Vec<Run> = Vec::new();
+        let mut pos = vec![0u64; wants.len()];
+        let mut total = 0u64;
+        for (k, &i) in order.iter().enumerate() {
+            let w = &wants[i];
+            if k > 0 {
+                let p = order[k - 1];
+                if wants[p].file == w.file && wants[p].local == w.local {
+                    pos[i] = pos[p];
+                    continue;
+                }
+            }
+            match runs.last_mut() {
+                Some(run)
+                    if run.file == w.file && w.start >= run.end && w.start - run.end <= gap =>
+                {
+                    total += w.end - run.end;
+                    pos[i] = run.buf_start + (w.start - run.start);
+                    run.end = w.end;
+                    run.last = k;
+                }
+                _ => {
+                    pos[i] = total;
+                    runs.push(Run {
+                        file: w.file,
+                        start: w.start,
+                        end: w.end,
+                        buf_start: total,
+                        first: k,
+                        last: k,
+                    });
+                    total += w.end - w.start;
+                }
+            }
+        }
+        let first = &inner.files[wants[order[0]].file].name;
+        inner
+            .options
+            .limits
+            .check_alloc("ffrecord sample batch", total)
+            .map_err(|source| Error::TooLarge {
+                file: first.clone(),
+                source,
+            })?;
+        let total = usize::try_from(total).map_err(|_| Error::TooLarge {
+            file: first.clone(),
+            source: grist_tensor::TensorError::LimitExceeded {
+                what: "ffrecord sample batch",
+                requested: total,
+                max: usize::MAX as u64,
+            },
+        })?;
+        let mut buf = BytesMut::zeroed(total);
+        for run in &runs {
+            let Backing::File(file) = &inner.backings[run.file] else {
+                continue;
+            };
+            let at = run.buf_start as usize;
+            let len = (run.end - run.start) as usize;
+            if let Err(e) = file.read_exact_at(&mut buf[at..at + len], run.start) {
+                return Err(self.read_failure(e, file, run, &order, wants));
+            }
+        }
+        let buf = buf.freeze();
+        for &i in &order {
+            let w = &wants[i];
+            let at = pos[i] as usize;
+            out[i] = buf.slice(at..at + (w.end - w.start) as usize);
+        }
+        Ok(out)
+    }
+
+    /// The error for a failed read of `run`: a truncated sample if the
+    /// file shrank since it was opened, else the I/O error.
+    fn read_failure(
+        &self,
+        e: io::Error,
+        file: &File,
+        run: &Run,
+        order: &[usize],
+        wants: &[Want],
+    ) -> Error {
+        let name = &self.inner.files[run.file].name;
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            if let Ok(meta) = file.metadata() {
+                let size = meta.len();
+                for &i in &order[run.first..=run.last] {
+                    let w = &wants[i];
+                    if w.end > size {
+                        return Error::TruncatedSample {
+                            at: self.at(w.file, w.local, w.index),
+                            end: w.end,
+                            size,
+                        };
+                    }
+                }
+            }
+        }
+        Error::Io {
+            file: name.clone(),
+            source: e,
+        }
+    }
+
+    /// A [`FfrSource`] over the whole dataset, in sample order.
+    pub fn source(&self) -> FfrSource {
+        FfrSource::new(self.clone())
+    }
+
+    /// The bytes `range` of file `f` (a whole run of samples), with one
+    /// read or one slice. `buf` is reused when it can be.
+    pub(crate) fn fetch_range(
+        &self,
+        f: usize,
+        start: u64,
+        end: u64,
+        buf: &mut BytesMut,
+    ) -> io::Result<Bytes> {
+        match &self.inner.backings[f] {
+            Backing::Bytes(b) => Ok(b.slice(start as usize..end as usize)),
+            Backing::File(file) => {
+                let len = (end - start) as usize;
+                if !buf.try_reclaim(len) {
+                    *buf = BytesMut::with_capacity(len);
+                }
+                buf.resize(len, 0);
+                file.read_exact_at(&mut buf[..], start)?;
+                Ok(buf.split_to(len).freeze())
+            }
+        }
+    }
+}
+
+/// One wanted sample of a batch read.
+struct Want {
+    file: usize,
+    local: u64,
+    index: u64,
+    start: u64,
+    end: u64,
+}
+
+/// One `pread` of a batch read: bytes `start..end` of `file` into the
+/// buffer at `buf_start`, covering `order[first..=last]`.
+struct Run {
+    file: usize,
+    start: u64,
+    end: u64,
+    buf_start: u64,
+    first: usize,
+    last: usize,
+}
+
+/// Maps `file` into memory.
+fn map_file(file: &File) -> io::Result<Bytes> {
+    #[allow(unsafe_code)]
+    // SAFETY: only reached for `Access::mmap()`, an `unsafe fn` whose
+    // caller promised that the file is neither modified nor truncated
+    // while the reader, or any sample or chunk sliced from this map, is
+    // alive. Every slice taken from the map is within the length the map
+    // was created with (offsets are validated against it).
+    let map = unsafe { memmap2::Mmap::map(file)? };
+    Ok(Bytes::from_owner(map))
+}
+
+/// Collects the files of a reader as they are opened.
+struct Builder {
+    options: ReaderOptions,
+    files: Vec<FileInfo>,
+    backings: Vec<Backing>,
+    ends: Vec<u64>,
+    next: u64,
+}
+
+impl Builder {
+    fn new(options: ReaderOptions) -> Self {
+        Builder {
+            options,
+            files: Vec::new(),
+            backings: Vec::new(),
+            ends: Vec::new(),
+            next: 0,
+        }
+    }
+
+    fn push(&mut self, name: Arc<str>, path: Option<PathBuf>, header: FileHeader, b: Backing) {
+        let first_index = self.next;
+        self.next += header.count();
+        self.ends.push(self.next);
+        self.files.push(FileInfo {
+            name,
+            path,
+            first_index,
+            header,
+        });
+        self.backings.push(b);
+    }
+
+    fn add_bytes(&mut self, name: Arc<str>, path: Option<PathBuf>, data: Bytes) -> Result<()> {
+        let header = crate::header::parse_header(
+            name.clone(),
+            &data,
+            self.options.check_data,
+            &self.options.limits,
+            self.next,
+        )?;
+        self.push(name, path, header, Backing::Bytes(data));
+        Ok(())
+    }
+
+    fn add_file(&mut self, name: Arc<str>, path: PathBuf, file: File, size: u64) -> Result<()> {
+        let header = read_header(&name, &file, size, &self.options, self.next)?;
+        self.push(name, Some(path), header, Backing::File(file));
+        Ok(())
+    }
+
+    fn finish(self) -> FfrReader {
+        FfrReader {
+            inner: Arc::new(Inner {
+                files: self.files,
+                backings: self.backings,
+                ends: self.ends,
+                options: self.options,
+            }),
+        }
+    }
+}
+
+/// Reads and validates the header of `file` with positioned reads.
+fn read_header(
+    name: &Arc<str>,
+    file: &File,
+    size: u64,
+    options: &ReaderOptions,
+    first_index: u64,
+) -> Result<FileHeader> {
+    let mut prefix = [0u8; PREFIX_LEN];
+    let got = read_at_most(file, &mut prefix, 0).map_err(io_error(name))?;
+    let mut decoder = HeaderDecoder::new(name.clone(), &prefix[..got], size, &options.limits)?;
+    let mut piece = vec![0u8; decoder.remaining().min(1 << 16) as usize];
+    let mut pos = PREFIX_LEN as u64;
+    while decoder.remaining() > 0 {
+        let want = decoder.remaining().min(piece.len() as u64) as usize;
+        let got = read_at_most(file, &mut piece[..want], pos).map_err(io_error(name))?;
+        if got == 0 {
+            // The file shrank since its size was taken: `finish` reports
+            // the header as truncated.
+            break;
+        }
+        decoder.feed(&piece[..got]);
+        pos += got as u64;
+    }
+    decoder.finish(options.check_data, first_index)
+}
+
+/// Reads into `buf` from `offset` until it is full or the file ends;
+/// returns how many bytes were read.
+fn read_at_most(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read_at(&mut buf[filled..], offset + filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+impl fmt::Debug for FfrReader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FfrReader")
+            .field(
+                "files",
+                &self.inner.files.iter().map(|f| &f.name).collect::<Vec<_>>(),
+            )
+            .field("samples", &self.len())
+            .field("options", &self.inner.options)
+            .finish()
+    }
+}

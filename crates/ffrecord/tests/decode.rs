@@ -1,0 +1,328 @@
+//! Payload decoding: the tf.Example records of the tfrecord corpus stored
+//! as FFRecord samples parse exactly as TensorFlow parsed them; raw
+//! tensor payloads; errors naming the file, the sample and the feature.
+
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+
+use grist_ffrecord::{
+    Error, FfrReader, FfrWriter, PayloadDecoder, RawProblem, ReaderOptions, WriterOptions,
+    encode_file,
+};
+use grist_tensor::json::{batch_to_json, compare_json};
+use grist_tensor::{Batch, DType, Decoder, FeatureSpec, RecordSource, SpecFile, Values};
+use grist_tfrecord::{ExampleBuilder, ExampleDecoder, RecordReader};
+use serde_json::Value;
+
+use crate::support::{Rng, corpus_root, read_json, temp_dir};
+
+/// Two batches are the same, floats compared by their JSON form (so NaNs
+/// compare equal).
+fn assert_same(a: &Batch, b: &Batch, what: &str) {
+    if let Err(m) = compare_json(&batch_to_json(a), &batch_to_json(b)) {
+        panic!("{what}: {m}");
+    }
+}
+
+/// The payloads of a good TFRecord file.
+fn tfrecords(path: &Path) -> Vec<Vec<u8>> {
+    let mut reader = RecordReader::open(path, Default::default()).unwrap();
+    let mut out = Vec::new();
+    while let Some(r) = reader.next_record().unwrap() {
+        out.push(r.to_vec());
+    }
+    out
+}
+
+#[test]
+fn tfrecord_corpus_examples_stored_as_samples_parse_as_tensorflow_did() {
+    let root = corpus_root();
+    let manifest = read_json(&root.join("manifest.json"));
+    let dir = temp_dir();
+    let mut batches_checked = 0;
+    for c in manifest["sections"]["tfrecord"].as_array().unwrap() {
+        let expected = read_json(&root.join(c["expected_json"].as_str().unwrap()));
+        if c["expected"] != "ok" {
+            continue;
+        }
+        let records: Vec<Vec<u8>> = c["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|f| tfrecords(&root.join(f.as_str().unwrap())))
+            .collect();
+        let name = c["case"].as_str().unwrap();
+        let path = dir.path().join(format!("{name}.ffr"));
+        let mut w = FfrWriter::create(&path, WriterOptions::default()).unwrap();
+        for r in &records {
+            w.write_sample(r).unwrap();
+        }
+        w.finish().unwrap();
+        let reader = FfrReader::open(&path, ReaderOptions::default()).unwrap();
+        for parse in expected["parses"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+        {
+            let id = format!("{name}/{}", parse["id"].as_str().unwrap());
+            let spec = SpecFile::from_value(parse).unwrap();
+            let batch_size = spec.batch_size.unwrap();
+            let decoder = match ExampleDecoder::from_spec_file(&spec) {
+                Ok(d) => d,
+                Err(e) => {
+                    assert_eq!(parse["outcome"], "error", "{id}: {e}");
+                    continue;
+                }
+            };
+            let mut by_index = PayloadDecoder::Example(decoder.clone());
+            let mut by_chunk = PayloadDecoder::Example(decoder);
+            let chunk = reader
+                .source()
+                .with_chunk_bytes(usize::MAX)
+                .next_chunk()
+                .unwrap();
+            let expected_batches = parse["batches"].as_array().cloned().unwrap_or_default();
+            let failing = parse["error"]["failing_batch_index"].as_u64();
+            let n = reader.len();
+            for (b, first) in (0..n).step_by(batch_size.max(1)).enumerate() {
+                let indices: Vec<u64> = (first..(first + batch_size as u64).min(n)).collect();
+                let samples = reader.read(&indices).unwrap();
+                let got = by_index.decode_samples(&samples);
+                // The same rows through the chunk path.
+                let mut out = by_chunk.new_batch(indices.len());
+                let rows = first as usize..first as usize + indices.len();
+                let chunk = chunk.as_ref().unwrap();
+                let got_chunk = by_chunk
+                    .decode_chunk(chunk, rows, &mut out)
+                    .and_then(|()| by_chunk.finish(&mut out, &chunk.file, first, None));
+                if Some(b as u64) == failing {
+                    let e = got.expect_err(&id);
+                    assert_eq!(e.kind().name(), "payload", "{id}: {e}");
+                    assert!(got_chunk.is_err(), "{id}");
+                    break;
+                }
+                let got = got.unwrap_or_else(|e| panic!("{id}: batch {b}: {e}"));
+                let want: &Value = &expected_batches[b];
+                if let Err(m) = compare_json(want, &batch_to_json(&got)) {
+                    panic!("{id}: batch {b}: {m}");
+                }
+                assert_same(&got, &got_chunk.unwrap(), &id);
+                by_index.recycle(got);
+                batches_checked += 1;
+            }
+        }
+    }
+    assert!(batches_checked >= 20, "only {batches_checked} batches");
+}
+
+#[test]
+fn random_batches_decode_like_the_example_decoder_on_the_same_records() {
+    let mut rng = Rng(3);
+    let records: Vec<Vec<u8>> = (0..300)
+        .map(|i| {
+            let n = rng.below(5) as usize;
+            ExampleBuilder::new()
+                .with_int64s("id", [i])
+                .with_floats("x", (0..n).map(|k| k as f32 * 0.5))
+                .with_bytes("tag", [format!("t{i}").into_bytes()])
+                .encode()
+        })
+        .collect();
+    let specs = [
+        FeatureSpec::dense("id", DType::Int64, []),
+        FeatureSpec::varlen("x", DType::Float32),
+        FeatureSpec::dense("tag", DType::String, []),
+    ];
+    let file = encode_file(records.iter().map(|r| &r[..]));
+    let reader = FfrReader::from_bytes("ex.ffr", file.into(), ReaderOptions::default()).unwrap();
+    let mut decoder = PayloadDecoder::example(&specs).unwrap();
+    let mut reference = ExampleDecoder::new(&specs).unwrap();
+    let name: Arc<str> = "ex.ffr".into();
+    for _ in 0..20 {
+        let indices: Vec<u64> = (0..256).map(|_| rng.below(300)).collect();
+        let got = decoder
+            .decode_samples(&reader.read(&indices).unwrap())
+            .unwrap();
+        let want = reference
+            .decode_batch(&name, 0, indices.iter().map(|&i| &records[i as usize][..]))
+            .unwrap();
+        assert_eq!(got, want);
+        decoder.recycle(got);
+    }
+}
+
+#[test]
+fn decode_errors_name_the_file_the_sample_and_the_feature() {
+    let dir = temp_dir();
+    let a = dir.path().join("a.ffr");
+    let b = dir.path().join("b.ffr");
+    let good = |i: i64| ExampleBuilder::new().with_int64s("id", [i]).encode();
+    fs::write(&a, encode_file([&good(0)[..], &good(1)])).unwrap();
+    let wrong_type = ExampleBuilder::new().with_floats("id", [1.0]).encode();
+    fs::write(&b, encode_file([&good(2)[..], &wrong_type, &good(4)])).unwrap();
+    let reader = FfrReader::open(dir.path(), ReaderOptions::default()).unwrap();
+    let mut decoder =
+        PayloadDecoder::example(&[FeatureSpec::dense("id", DType::Int64, [])]).unwrap();
+    let e = decoder
+        .decode_samples(&reader.read(&[0, 4, 3]).unwrap())
+        .unwrap_err();
+    let msg = e.to_string();
+    assert_eq!(e.kind().name(), "payload");
+    assert!(
+        msg.contains("b.ffr")
+            && msg.contains("record 1")
+            && msg.contains("\"id\"")
+            && msg.contains("dataset index 3"),
+        "{msg}"
+    );
+    // The decoder is reusable after an error.
+    let ok = decoder
+        .decode_samples(&reader.read(&[4, 0]).unwrap())
+        .unwrap();
+    assert_eq!(
+        ok.get("id").unwrap().as_dense().unwrap().values,
+        Values::Int64(vec![4, 0])
+    );
+    // Specs TensorFlow rejects are rejected when the decoder is built.
+    let bad = FeatureSpec::dense("id", DType::Bool, []);
+    assert!(matches!(
+        PayloadDecoder::example(&[bad]),
+        Err(Error::Spec(_))
+    ));
+}
+
+#[test]
+fn raw_tensors_decode_into_dense_columns() {
+    let mut rng = Rng(11);
+    let rows = 40u64;
+    let cases: [(DType, Vec<i64>); 6] = [
+        (DType::Float32, vec![2, 3]),
+        (DType::Float64, vec![4]),
+        (DType::Int32, vec![]),
+        (DType::Int64, vec![1, 2, 2]),
+        (DType::Bool, vec![5]),
+        (DType::String, vec![]),
+    ];
+    for (dtype, shape) in cases {
+        let elems: usize = shape.iter().product::<i64>() as usize;
+        let mut expected = Values::new(dtype);
+        let mut samples = Vec::new();
+        for _ in 0..rows {
+            let mut bytes = Vec::new();
+            match &mut expected {
+                Values::Float32(v) => (0..elems).for_each(|_| {
+                    let x = f32::from_bits(rng.next() as u32);
+                    v.push(x);
+                    bytes.extend(x.to_le_bytes());
+                }),
+                Values::Float64(v) => (0..elems).for_each(|_| {
+                    let x = f64::from_bits(rng.next());
+                    v.push(x);
+                    bytes.extend(x.to_le_bytes());
+                }),
+                Values::Int32(v) => (0..elems).for_each(|_| {
+                    let x = rng.next() as i32;
+                    v.push(x);
+                    bytes.extend(x.to_le_bytes());
+                }),
+                Values::Int64(v) => (0..elems).for_each(|_| {
+                    let x = rng.next() as i64;
+                    v.push(x);
+                    bytes.extend(x.to_le_bytes());
+                }),
+                Values::Bool(v) => (0..elems).for_each(|_| {
+                    let x = rng.below(2) == 1;
+                    v.push(x);
+                    bytes.push(x as u8);
+                }),
+                Values::String(v) => {
+                    let len = rng.below(40) as usize;
+                    bytes = rng.bytes(len);
+                    v.push(&bytes);
+                }
+            }
+            samples.push(bytes);
+        }
+        let file = encode_file(samples.iter().map(|s| &s[..]));
+        let reader =
+            FfrReader::from_bytes("raw.ffr", file.into(), ReaderOptions::default()).unwrap();
+        let spec = FeatureSpec::dense("t", dtype, shape.clone());
+        let mut decoder = PayloadDecoder::raw(&spec).unwrap();
+        assert_eq!(decoder.specs(), &[spec]);
+        let all: Vec<u64> = (0..rows).collect();
+        let batch = decoder.decode_samples(&reader.read(&all).unwrap()).unwrap();
+        let t = batch.get("t").unwrap().as_dense().unwrap();
+        let mut want_shape = vec![rows as usize];
+        want_shape.extend(shape.iter().map(|&d| d as usize));
+        assert_eq!(t.shape, want_shape, "{dtype}");
+        assert!(t.values.bit_eq(&expected), "{dtype}");
+        // The chunk path gives the same batch.
+        let mut source = reader.source().with_chunk_bytes(64);
+        let mut out = decoder.new_batch(rows as usize);
+        while let Some(chunk) = source.next_chunk().unwrap() {
+            decoder
+                .decode_chunk(&chunk, 0..chunk.record_count, &mut out)
+                .unwrap();
+        }
+        let name: Arc<str> = "raw.ffr".into();
+        assert_same(
+            &decoder.finish(&mut out, &name, 0, None).unwrap(),
+            &batch,
+            "chunks",
+        );
+    }
+}
+
+#[test]
+fn raw_payloads_of_the_wrong_size_or_bad_bools_are_errors() {
+    let file = encode_file([&[0u8; 8][..], &[0u8; 7], &[1, 2]]);
+    let reader = FfrReader::from_bytes("raw.ffr", file.into(), ReaderOptions::default()).unwrap();
+    let mut f32s = PayloadDecoder::raw(&FeatureSpec::dense("x", DType::Float32, [2])).unwrap();
+    match f32s.decode_samples(&reader.read(&[0, 1]).unwrap()) {
+        Err(e @ Error::RawPayload { .. }) => {
+            let Error::RawPayload {
+                sample,
+                index,
+                problem,
+                ..
+            } = &e
+            else {
+                unreachable!()
+            };
+            assert_eq!((*sample, *index), (1, Some(1)));
+            assert_eq!(
+                *problem,
+                RawProblem::WrongLength {
+                    expected: 8,
+                    actual: 7
+                }
+            );
+            assert!(e.to_string().contains("raw.ffr: sample 1"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut bools = PayloadDecoder::raw(&FeatureSpec::dense("b", DType::Bool, [2])).unwrap();
+    assert!(matches!(
+        bools.decode_samples(&reader.read(&[2]).unwrap()),
+        Err(Error::RawPayload {
+            problem: RawProblem::BadBool {
+                offset: 1,
+                value: 2
+            },
+            ..
+        })
+    ));
+    // Specs a raw payload cannot honour.
+    for spec in [
+        FeatureSpec::varlen("v", DType::Int64),
+        FeatureSpec::dense("d", DType::Int64, [-1]),
+        FeatureSpec::dense("s", DType::String, [2]),
+        FeatureSpec::dense("h", DType::Float64, [i64::MAX, 4]),
+    ] {
+        assert!(
+            matches!(PayloadDecoder::raw(&spec), Err(Error::Spec(_))),
+            "{spec:?}"
+        );
+    }
+}

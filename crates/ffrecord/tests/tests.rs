@@ -1,0 +1,9 @@
+//! The integration tests of grist-ffrecord (one binary, one module per
+//! area).
+
+mod corpus;
+mod decode;
+mod read;
+mod support;
+mod truncation;
+mod writer;

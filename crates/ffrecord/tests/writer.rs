@@ -1,0 +1,159 @@
+//! The writer: the worked example byte for byte, known and unknown
+//! counts giving the same file, and never a partial file under the final
+//! name.
+
+use std::fs;
+use std::path::Path;
+
+use grist_ffrecord::{Error, FfrReader, FfrWriter, ReaderOptions, WriterOptions, encode_file};
+
+use crate::support::{Rng, ffrecord_case, sha256_hex, temp_dir};
+
+/// The names in `dir`, sorted.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn the_worked_example_is_written_byte_for_byte() {
+    let case = ffrecord_case("tiny2");
+    let expected = fs::read(&case.input).unwrap();
+    let dir = temp_dir();
+    for count in [Some(2), None] {
+        let path = dir.path().join("tiny2.ffr");
+        let mut w = FfrWriter::create(&path, WriterOptions::default().with_count(count)).unwrap();
+        w.write_sample(b"hello").unwrap();
+        w.write_sample(b"ffrecord!").unwrap();
+        assert_eq!(w.samples(), 2);
+        w.finish().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), expected, "{count:?}");
+    }
+    assert_eq!(encode_file([&b"hello"[..], b"ffrecord!"]), expected);
+    // The empty file.
+    let empty = ffrecord_case("empty");
+    assert_eq!(encode_file([]), fs::read(&empty.input).unwrap());
+    let path = dir.path().join("empty.ffr");
+    FfrWriter::create(&path, WriterOptions::default())
+        .unwrap()
+        .finish()
+        .unwrap();
+    assert_eq!(
+        sha256_hex(&fs::read(&path).unwrap()),
+        empty.files()[0]["file_sha256"].as_str().unwrap()
+    );
+}
+
+#[test]
+fn known_and_unknown_counts_write_the_same_file() {
+    let dir = temp_dir();
+    let mut rng = Rng(99);
+    for round in 0..8 {
+        let n = rng.below(200) as usize;
+        let samples: Vec<Vec<u8>> = (0..n)
+            .map(|_| {
+                let len = if rng.below(5) == 0 {
+                    0
+                } else {
+                    rng.below(5000) as usize
+                };
+                rng.bytes(len)
+            })
+            .collect();
+        let expected = encode_file(samples.iter().map(|s| &s[..]));
+        for count in [Some(n as u64), None] {
+            let path = dir.path().join(format!("r{round}.ffr"));
+            let buffer = 1 + rng.below(10_000) as usize;
+            let options = WriterOptions::default()
+                .with_count(count)
+                .with_buffer_size(buffer);
+            let mut w = FfrWriter::create(&path, options).unwrap();
+            for s in &samples {
+                w.write_sample(s).unwrap();
+            }
+            let summary = w.finish().unwrap();
+            assert_eq!(summary.samples, n as u64);
+            assert_eq!(
+                fs::read(&path).unwrap(),
+                expected,
+                "round {round} {count:?}"
+            );
+            let reader = FfrReader::open(&path, ReaderOptions::default()).unwrap();
+            let all: Vec<u64> = (0..n as u64).collect();
+            let back: Vec<Vec<u8>> = reader
+                .read(&all)
+                .unwrap()
+                .iter()
+                .map(|s| s.data.to_vec())
+                .collect();
+            assert_eq!(back, samples);
+        }
+    }
+    // Only the finished files are there: no temporaries, no spools.
+    assert_eq!(entries(dir.path()).len(), 8);
+}
+
+#[test]
+fn no_partial_file_is_ever_left_under_the_final_name() {
+    let dir = temp_dir();
+    let path = dir.path().join("out.ffr");
+
+    // Dropped unfinished, with and without a count.
+    for count in [Some(3), None] {
+        let mut w = FfrWriter::create(&path, WriterOptions::default().with_count(count)).unwrap();
+        w.write_sample(b"a").unwrap();
+        assert!(
+            !entries(dir.path()).is_empty(),
+            "the temporary file exists while writing"
+        );
+        drop(w);
+        assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
+    }
+
+    // Finished with fewer samples than declared (the original leaves a
+    // zeroed header that reads as an empty file).
+    let mut w = FfrWriter::create(&path, WriterOptions::default().with_count(Some(3))).unwrap();
+    w.write_sample(b"a").unwrap();
+    match w.finish() {
+        Err(
+            e @ Error::CountMismatch {
+                declared: 3,
+                written: 1,
+                ..
+            },
+        ) => {
+            assert_eq!(e.kind().name(), "argument");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(entries(dir.path()).is_empty());
+
+    // More samples than declared: refused, the writer stays usable.
+    let mut w = FfrWriter::create(&path, WriterOptions::default().with_count(Some(1))).unwrap();
+    w.write_sample(b"a").unwrap();
+    assert!(matches!(
+        w.write_sample(b"b"),
+        Err(Error::TooManySamples { declared: 1, .. })
+    ));
+    w.finish().unwrap();
+    assert_eq!(fs::read(&path).unwrap(), encode_file([&b"a"[..]]));
+
+    // An existing file is replaced only when the new one is complete.
+    let mut w = FfrWriter::create(&path, WriterOptions::default()).unwrap();
+    w.write_sample(b"new").unwrap();
+    assert_eq!(fs::read(&path).unwrap(), encode_file([&b"a"[..]]));
+    w.finish().unwrap();
+    assert_eq!(fs::read(&path).unwrap(), encode_file([&b"new"[..]]));
+    assert_eq!(entries(dir.path()), ["out.ffr"]);
+
+    // A folder that does not exist: an I/O error naming the file.
+    let missing = dir.path().join("no").join("such.ffr");
+    match FfrWriter::create(&missing, WriterOptions::default()) {
+        Err(e @ Error::Io { .. }) => assert!(e.to_string().contains("such.ffr"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+}
