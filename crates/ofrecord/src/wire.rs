@@ -1,0 +1,717 @@
+//! The protobuf wire format of OFRecord, read straight from the record
+//! bytes with protobuf's rules (those of C++ `ParseFromArray`, which
+//! OneFlow calls): unknown fields of any valid wire type (groups included)
+//! are skipped, a known field with another wire type is unknown, packed and
+//! unpacked numeric lists are both read, the oneof keeps its last member
+//! (merging repeats of it), and a map key given twice keeps its last entry.
+//!
+//! Positions are absolute offsets in the record, so errors and spans need
+//! no rebasing.
+
+use std::ops::Range;
+
+use grist_tensor::varint;
+
+const VARINT: u32 = 0;
+const FIXED64: u32 = 1;
+const LEN: u32 = 2;
+const START_GROUP: u32 = 3;
+const END_GROUP: u32 = 4;
+const FIXED32: u32 = 5;
+
+/// How deep groups may nest inside a list message (protobuf's default
+/// recursion limit is 100, counting the 4 message levels above).
+const MAX_GROUP_DEPTH: usize = 96;
+
+/// A wire-format error: what and where (byte offset in the record).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WireError {
+    pub(crate) reason: &'static str,
+    pub(crate) offset: usize,
+}
+
+pub(crate) type WireResult<T> = Result<T, WireError>;
+
+/// A protobuf varint: the value and its length. Like protobuf (and unlike
+/// [`varint::decode`]) a 10th byte may carry bits past 64, which are
+/// dropped.
+#[inline(always)]
+pub(crate) fn read_varint(buf: &[u8]) -> Result<(u64, usize), &'static str> {
+    match varint::decode(buf) {
+        Ok(v) => Ok(v),
+        Err(reason) => match buf.get(..10) {
+            Some(ten) if ten[..9].iter().all(|&b| b >= 0x80) && ten[9] < 0x80 => {
+                let v = ten
+                    .iter()
+                    .enumerate()
+                    .fold(0u64, |v, (i, &b)| v | (((b & 0x7f) as u64) << (7 * i)));
+                Ok((v, 10))
+            }
+            _ => Err(reason),
+        },
+    }
+}
+
+/// The list kinds of OneFlow's `Feature` oneof, by field number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ListKind {
+    /// `bytes_list` (field 1).
+    Bytes,
+    /// `float_list` (field 2).
+    Float,
+    /// `double_list` (field 3).
+    Double,
+    /// `int32_list` (field 4).
+    Int32,
+    /// `int64_list` (field 5).
+    Int64,
+}
+
+impl ListKind {
+    /// Every kind, in field-number order.
+    pub const ALL: [ListKind; 5] = [
+        ListKind::Bytes,
+        ListKind::Float,
+        ListKind::Double,
+        ListKind::Int32,
+        ListKind::Int64,
+    ];
+
+    /// The kind of `Feature` field `field`.
+    pub(crate) fn from_field(field: u32) -> Option<Self> {
+        Self::ALL.get((field as usize).wrapping_sub(1)).copied()
+    }
+
+    /// The field number in `Feature`.
+    pub fn field(self) -> u32 {
+        self as u32 + 1
+    }
+
+    /// The field name (`"int64_list"`, ...), as the corpus manifests name
+    /// the kind.
+    pub fn name(self) -> &'static str {
+        match self {
+            ListKind::Bytes => "bytes_list",
+            ListKind::Float => "float_list",
+            ListKind::Double => "double_list",
+            ListKind::Int32 => "int32_list",
+            ListKind::Int64 => "int64_list",
+        }
+    }
+
+    /// The kind called `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// The wire type of an unpacked value of this kind.
+    fn native_wire_type(self) -> u32 {
+        match self {
+            ListKind::Bytes => LEN,
+            ListKind::Float => FIXED32,
+            ListKind::Double => FIXED64,
+            ListKind::Int32 | ListKind::Int64 => VARINT,
+        }
+    }
+}
+
+/// A reader of the fields of one message: `pos..end` of the record.
+#[derive(Clone, Debug)]
+pub(crate) struct Fields<'a> {
+    rec: &'a [u8],
+    pos: usize,
+    end: usize,
+}
+
+impl<'a> Fields<'a> {
+    pub(crate) fn new(rec: &'a [u8], range: Range<usize>) -> Self {
+        Fields {
+            rec,
+            pos: range.start,
+            end: range.end,
+        }
+    }
+
+    #[inline]
+    fn at_end(&self) -> bool {
+        self.pos >= self.end
+    }
+
+    #[inline]
+    fn err(&self, reason: &'static str) -> WireError {
+        WireError {
+            reason,
+            offset: self.pos,
+        }
+    }
+
+    #[inline]
+    fn varint(&mut self) -> WireResult<u64> {
+        match read_varint(&self.rec[self.pos..self.end]) {
+            Ok((v, n)) => {
+                self.pos += n;
+                Ok(v)
+            }
+            Err(reason) => Err(self.err(reason)),
+        }
+    }
+
+    /// The next tag: (field number, wire type). An end-group tag outside a
+    /// group is an error (it is only read by `skip_group`).
+    #[inline]
+    fn tag(&mut self) -> WireResult<(u32, u32)> {
+        let start = self.pos;
+        let t = self.varint()?;
+        let (field, wt) = (t >> 3, (t & 7) as u32);
+        let reason = if t >> 32 != 0 {
+            "tag is longer than 32 bits"
+        } else if field == 0 {
+            "field number 0"
+        } else if wt > FIXED32 {
+            "invalid wire type"
+        } else {
+            return Ok((field as u32, wt));
+        };
+        self.pos = start;
+        Err(self.err(reason))
+    }
+
+    /// The range of a length-delimited field's contents (after its tag).
+    #[inline]
+    fn len_field(&mut self) -> WireResult<Range<usize>> {
+        let len = self.varint()?;
+        if len > (self.end - self.pos) as u64 {
+            return Err(self.err("length runs past the end of the message"));
+        }
+        let start = self.pos;
+        self.pos += len as usize;
+        Ok(start..self.pos)
+    }
+
+    #[inline]
+    fn fixed(&mut self, n: usize) -> WireResult<Range<usize>> {
+        if self.end - self.pos < n {
+            return Err(self.err("truncated fixed-width value"));
+        }
+        self.pos += n;
+        Ok(self.pos - n..self.pos)
+    }
+
+    /// Skips a field of wire type `wt` (after its tag).
+    fn skip(&mut self, field: u32, wt: u32) -> WireResult<()> {
+        match wt {
+            VARINT => self.varint().map(drop),
+            FIXED64 => self.fixed(8).map(drop),
+            LEN => self.len_field().map(drop),
+            FIXED32 => self.fixed(4).map(drop),
+            START_GROUP => self.skip_group(field, 1),
+            _ => Err(self.err("unexpected end-group tag")),
+        }
+    }
+
+    fn skip_group(&mut self, field: u32, depth: usize) -> WireResult<()> {
+        if depth > MAX_GROUP_DEPTH {
+            return Err(self.err("groups nest too deep"));
+        }
+        loop {
+            if self.at_end() {
+                return Err(self.err("group without its end tag"));
+            }
+            let start = self.pos;
+            let t = self.varint()?;
+            let (inner, wt) = ((t >> 3) as u32, (t & 7) as u32);
+            if wt == END_GROUP && t >> 32 == 0 {
+                if inner == field {
+                    return Ok(());
+                }
+                self.pos = start;
+                return Err(self.err("end-group tag does not match its group"));
+            }
+            self.pos = start;
+            let (inner, wt) = self.tag()?;
+            match wt {
+                START_GROUP => self.skip_group(inner, depth + 1)?,
+                _ => self.skip(inner, wt)?,
+            }
+        }
+    }
+}
+
+/// Where a feature's value lies in the record, as found by [`scan`]:
+/// its list kind (`None`: a Feature with no list set) and its list
+/// messages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct FeatureRef {
+    pub(crate) kind: Option<ListKind>,
+    /// With `single`: the one list message. Without: the map entry, whose
+    /// Feature fields of `kind` from `run_start` on are the lists (repeats
+    /// of the oneof member merge; another member replaces them).
+    single: bool,
+    start: u32,
+    end: u32,
+    run_start: u32,
+}
+
+/// Walks the map entries of an OFRecord, calling `on(key, feature)` for
+/// each in order (a later entry with the same key replaces an earlier one:
+/// that is the caller's business). Fails on anything C++ protobuf would
+/// not parse outside the list messages of single-list features, which
+/// the caller reads or checks with [`validate`].
+#[inline]
+pub(crate) fn scan<'a>(
+    rec: &'a [u8],
+    mut on: impl FnMut(&'a [u8], FeatureRef) -> WireResult<()>,
+) -> WireResult<()> {
+    if rec.len() > u32::MAX as usize {
+        return Err(WireError {
+            reason: "record is longer than 4 GiB",
+            offset: 0,
+        });
+    }
+    let mut top = Fields::new(rec, 0..rec.len());
+    while !top.at_end() {
+        let (field, wt) = top.tag()?;
+        if field != 1 || wt != LEN {
+            top.skip(field, wt)?;
+            continue;
+        }
+        let entry = top.len_field()?;
+        let (key, feature) = match entry_fast(rec, entry.clone()) {
+            Some(found) => found,
+            None => entry_slow(rec, entry)?,
+        };
+        on(key, feature)?;
+    }
+    Ok(())
+}
+
+/// A map entry written the usual way: key field, then a value field
+/// holding exactly one list field.
+#[inline(always)]
+fn entry_fast(rec: &[u8], entry: Range<usize>) -> Option<(&[u8], FeatureRef)> {
+    let e = &rec[entry.clone()];
+    if e.first() != Some(&0x0a) {
+        return None;
+    }
+    let (klen, n) = read_varint(&e[1..]).ok()?;
+    let key_end = (1 + n).checked_add(usize::try_from(klen).ok()?)?;
+    let key = e.get(1 + n..key_end)?;
+    if e.get(key_end) != Some(&0x12) {
+        return None;
+    }
+    let (vlen, m) = read_varint(e.get(key_end + 1..)?).ok()?;
+    let value = key_end + 1 + m;
+    if vlen != e.len().checked_sub(value)? as u64 {
+        return None;
+    }
+    let v = &e[value..];
+    let start = entry.start + value;
+    if v.is_empty() {
+        let empty = FeatureRef {
+            kind: None,
+            single: true,
+            start: start as u32,
+            end: start as u32,
+            run_start: 0,
+        };
+        return Some((key, empty));
+    }
+    // One length-delimited list field filling the Feature.
+    let tag = v[0];
+    let kind = if tag & 7 == LEN as u8 {
+        ListKind::from_field(u32::from(tag >> 3))?
+    } else {
+        return None;
+    };
+    let (llen, k) = read_varint(&v[1..]).ok()?;
+    if llen != (v.len() - 1 - k) as u64 {
+        return None;
+    }
+    let list = start + 1 + k;
+    Some((
+        key,
+        FeatureRef {
+            kind: Some(kind),
+            single: true,
+            start: list as u32,
+            end: entry.end as u32,
+            run_start: 0,
+        },
+    ))
+}
+
+/// Any other map entry: fields in any order and number. Every list of
+/// every Feature field is checked here (this path is rare).
+#[cold]
+fn entry_slow(rec: &[u8], entry: Range<usize>) -> WireResult<(&[u8], FeatureRef)> {
+    let mut key: &[u8] = &[];
+    let mut out = FeatureRef {
+        kind: None,
+        single: false,
+        start: entry.start as u32,
+        end: entry.end as u32,
+        run_start: 0,
+    };
+    let mut fields = Fields::new(rec, entry);
+    while !fields.at_end() {
+        let (field, wt) = fields.tag()?;
+        match (field, wt) {
+            (1, LEN) => key = &rec[fields.len_field()?],
+            (2, LEN) => {
+                let value = fields.len_field()?;
+                let mut feature = Fields::new(rec, value);
+                while !feature.at_end() {
+                    let field_start = feature.pos;
+                    let (field, wt) = feature.tag()?;
+                    match ListKind::from_field(field) {
+                        Some(kind) if wt == LEN => {
+                            let list = feature.len_field()?;
+                            read_list(rec, kind, list, &mut Check)?;
+                            if out.kind != Some(kind) {
+                                out.kind = Some(kind);
+                                out.run_start = field_start as u32;
+                            }
+                        }
+                        _ => feature.skip(field, wt)?,
+                    }
+                }
+            }
+            _ => fields.skip(field, wt)?,
+        }
+    }
+    Ok((key, out))
+}
+
+/// Receives the values of a list, by kind.
+pub(crate) trait Sink {
+    /// True when the values themselves are not needed (only checked).
+    const CHECK_ONLY: bool = false;
+    /// One `bytes_list` value.
+    fn bytes(&mut self, _v: &[u8]) {}
+    /// Float32 values, 4 little-endian bytes each.
+    fn f32s(&mut self, _le: &[u8]) {}
+    /// Float64 values, 8 little-endian bytes each.
+    fn f64s(&mut self, _le: &[u8]) {}
+    /// One integer (the varint's 64 bits; int32 lists keep the low 32).
+    fn int(&mut self, _v: u64) {}
+    /// Room for `n` more integers.
+    fn reserve_ints(&mut self, _n: usize) {}
+}
+
+/// A sink that only checks the wire format.
+pub(crate) struct Check;
+
+impl Sink for Check {
+    const CHECK_ONLY: bool = true;
+}
+
+/// Reads the values of every list message of `feature` into `sink` and
+/// returns how many there were. A feature with no kind has none.
+#[inline]
+pub(crate) fn read_values<S: Sink>(
+    rec: &[u8],
+    feature: &FeatureRef,
+    sink: &mut S,
+) -> WireResult<usize> {
+    let Some(kind) = feature.kind else {
+        return Ok(0);
+    };
+    if feature.single {
+        return read_list(
+            rec,
+            kind,
+            feature.start as usize..feature.end as usize,
+            sink,
+        );
+    }
+    let mut n = 0;
+    let mut entry = Fields::new(rec, feature.start as usize..feature.end as usize);
+    while !entry.at_end() {
+        let (field, wt) = entry.tag()?;
+        if field != 2 || wt != LEN {
+            entry.skip(field, wt)?;
+            continue;
+        }
+        let value = entry.len_field()?;
+        let mut f = Fields::new(rec, value);
+        while !f.at_end() {
+            let field_start = f.pos;
+            let (field, wt) = f.tag()?;
+            if field == kind.field() && wt == LEN && field_start >= feature.run_start as usize {
+                let list = f.len_field()?;
+                n += read_list(rec, kind, list, sink)?;
+            } else {
+                f.skip(field, wt)?;
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// Checks a feature's lists without keeping the values.
+#[inline]
+pub(crate) fn validate(rec: &[u8], feature: &FeatureRef) -> WireResult<()> {
+    // Lists found on the slow path were checked as they were found.
+    if feature.single {
+        read_values(rec, feature, &mut Check)?;
+    }
+    Ok(())
+}
+
+/// Reads the values of one list message of `kind` into `sink`.
+fn read_list<S: Sink>(
+    rec: &[u8],
+    kind: ListKind,
+    list: Range<usize>,
+    sink: &mut S,
+) -> WireResult<usize> {
+    let mut f = Fields::new(rec, list);
+    let mut n = 0;
+    let native = kind.native_wire_type();
+    while !f.at_end() {
+        let (field, wt) = f.tag()?;
+        if field != 1 || (wt != LEN && wt != native) {
+            f.skip(field, wt)?;
+            continue;
+        }
+        match (kind, wt) {
+            (ListKind::Bytes, _) => {
+                let v = f.len_field()?;
+                sink.bytes(&rec[v]);
+                n += 1;
+            }
+            (ListKind::Float, LEN) | (ListKind::Double, LEN) => {
+                let size = if kind == ListKind::Float { 4 } else { 8 };
+                let at = f.pos;
+                let v = f.len_field()?;
+                if v.len() % size != 0 {
+                    return Err(WireError {
+                        reason: "packed list length is not a multiple of the value size",
+                        offset: at,
+                    });
+                }
+                n += v.len() / size;
+                if size == 4 {
+                    sink.f32s(&rec[v]);
+                } else {
+                    sink.f64s(&rec[v]);
+                }
+            }
+            (ListKind::Float, _) => {
+                sink.f32s(&rec[f.fixed(4)?]);
+                n += 1;
+            }
+            (ListKind::Double, _) => {
+                sink.f64s(&rec[f.fixed(8)?]);
+                n += 1;
+            }
+            (_, LEN) => {
+                let v = f.len_field()?;
+                n += packed_varints(rec, v, sink)?;
+            }
+            _ => {
+                sink.int(f.varint()?);
+                n += 1;
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// Reads the packed varints of `rec[range]` into `sink`.
+#[inline]
+fn packed_varints<S: Sink>(rec: &[u8], range: Range<usize>, sink: &mut S) -> WireResult<usize> {
+    let bytes = &rec[range.clone()];
+    if S::CHECK_ONLY {
+        return check_packed_varints(bytes, range.start);
+    }
+    // Every varint is at least one byte.
+    sink.reserve_ints(bytes.len());
+    let mut p = 0;
+    let mut n = 0;
+    // While a whole word remains, every varint that ends in it at once;
+    // the last few bytes (and varints over 8 bytes) take the careful path.
+    while let Some(word) = bytes.get(p..).and_then(|b| b.first_chunk::<8>()) {
+        let word = u64::from_le_bytes(*word);
+        let ends = !word & 0x8080_8080_8080_8080;
+        if ends == 0 {
+            break;
+        }
+        let (count, bits) = varint::decode_ends(word, ends, usize::MAX, |v| sink.int(v));
+        n += count;
+        p += (bits / 8) as usize;
+    }
+    while p < bytes.len() {
+        match read_varint(&bytes[p..]) {
+            Ok((v, len)) => {
+                sink.int(v);
+                p += len;
+                n += 1;
+            }
+            Err(reason) => {
+                return Err(WireError {
+                    reason,
+                    offset: range.start + p,
+                });
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// Checks packed varints without decoding them: the last byte ends a
+/// varint and no varint is longer than 10 bytes. Returns their number.
+fn check_packed_varints(bytes: &[u8], base: usize) -> WireResult<usize> {
+    let mut run = 0usize;
+    let mut n = 0usize;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b < 0x80 {
+            run = 0;
+            n += 1;
+        } else {
+            run += 1;
+            if run == 10 {
+                return Err(WireError {
+                    reason: "varint longer than 10 bytes",
+                    offset: base + i + 1 - run,
+                });
+            }
+        }
+    }
+    if run > 0 {
+        return Err(WireError {
+            reason: "truncated varint",
+            offset: base + bytes.len() - run,
+        });
+    }
+    Ok(n)
+}
+
+/// A sink that collects integers.
+impl Sink for Vec<i64> {
+    #[inline(always)]
+    fn int(&mut self, v: u64) {
+        self.push(v as i64);
+    }
+    #[inline(always)]
+    fn reserve_ints(&mut self, n: usize) {
+        self.reserve(n);
+    }
+}
+
+/// A sink that collects int32 values (the low 32 bits, as protobuf reads
+/// an int32).
+impl Sink for Vec<i32> {
+    #[inline(always)]
+    fn int(&mut self, v: u64) {
+        self.push(v as i32);
+    }
+    #[inline(always)]
+    fn reserve_ints(&mut self, n: usize) {
+        self.reserve(n);
+    }
+}
+
+impl Sink for Vec<f32> {
+    #[inline(always)]
+    fn f32s(&mut self, le: &[u8]) {
+        self.extend(
+            le.chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        );
+    }
+}
+
+impl Sink for Vec<f64> {
+    #[inline(always)]
+    fn f64s(&mut self, le: &[u8]) {
+        self.extend(
+            le.chunks_exact(8)
+                .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])),
+        );
+    }
+}
+
+impl Sink for grist_tensor::StringValues {
+    #[inline(always)]
+    fn bytes(&mut self, v: &[u8]) {
+        self.push(v);
+    }
+}
+
+/// Bools from an integer list (non-zero is true).
+impl Sink for Vec<bool> {
+    #[inline(always)]
+    fn int(&mut self, v: u64) {
+        self.push(v != 0);
+    }
+    #[inline(always)]
+    fn reserve_ints(&mut self, n: usize) {
+        self.reserve(n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A feature as the tests see it: name, kind, integer values.
+    type Found = (Vec<u8>, Option<ListKind>, Vec<i64>);
+
+    fn features(rec: &[u8]) -> WireResult<Vec<Found>> {
+        let mut out = Vec::new();
+        scan(rec, |key, f| {
+            let mut v: Vec<i64> = Vec::new();
+            if matches!(f.kind, Some(ListKind::Int32 | ListKind::Int64)) {
+                read_values(rec, &f, &mut v)?;
+            }
+            out.push((key.to_vec(), f.kind, v));
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    #[test]
+    fn ten_byte_varints_drop_the_bits_past_64() {
+        let over = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
+        assert_eq!(read_varint(&over), Ok((u64::MAX, 10)));
+        assert!(read_varint(&[0xff; 11]).is_err());
+        assert!(read_varint(&[0x80]).is_err());
+    }
+
+    #[test]
+    fn groups_are_skipped_and_must_match() {
+        // Unknown field 9 as a group holding a varint and a nested group,
+        // then the entry {"k": int64_list [5]}.
+        let mut rec = vec![0x4b, 0x08, 0x01, 0x53, 0x54, 0x4c];
+        rec.extend([
+            0x0a, 0x0a, 0x0a, 0x01, b'k', 0x12, 0x05, 0x2a, 0x03, 0x0a, 0x01, 0x05,
+        ]);
+        let found = features(&rec).unwrap();
+        assert_eq!(found, vec![(b"k".to_vec(), Some(ListKind::Int64), vec![5])]);
+        // End tag of another field.
+        assert!(features(&[0x4b, 0x54]).is_err());
+        // End tag with no group, group with no end.
+        assert!(features(&[0x4c]).is_err());
+        assert!(features(&[0x4b, 0x08, 0x01]).is_err());
+    }
+
+    #[test]
+    fn packed_varint_checks_agree_with_decoding() {
+        let cases: [&[u8]; 5] = [
+            &[0x01, 0x96, 0x01],
+            &[0x80],
+            &[0xff; 10],
+            &[
+                0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x02,
+            ],
+            &[],
+        ];
+        for bytes in cases {
+            let mut v: Vec<i64> = Vec::new();
+            let decoded = packed_varints(bytes, 0..bytes.len(), &mut v);
+            let checked = check_packed_varints(bytes, 0);
+            assert_eq!(decoded, checked, "{bytes:?}");
+        }
+    }
+}

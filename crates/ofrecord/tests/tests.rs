@@ -1,0 +1,6 @@
+//! The integration tests of grist-ofrecord (one binary, one module per
+//! area).
+
+mod corpus;
+mod decoders;
+mod support;
