@@ -306,6 +306,24 @@ impl DatasetWriter {
         Ok(())
     }
 
+    /// Completes the current part now: the next record starts a new one.
+    /// With no record written since the last part, this writes an empty
+    /// part.
+    pub fn end_part(&mut self) -> Result<()> {
+        if self.failed {
+            return Err(self.earlier_failure());
+        }
+        let result = match self.current {
+            Some(_) => self.close_part(),
+            None => self.open_part().and_then(|()| self.close_part()),
+        };
+        if result.is_err() {
+            self.failed = true;
+            self.current = None;
+        }
+        result
+    }
+
     /// Completes the last part and returns what was written.
     pub fn finish(mut self) -> Result<DatasetSummary> {
         if self.failed {

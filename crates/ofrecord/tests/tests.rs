@@ -3,4 +3,6 @@
 
 mod corpus;
 mod decoders;
+mod specs;
 mod support;
+mod writer;
