@@ -1,5 +1,6 @@
-//! `grist bench`: end-to-end decoding speed (read + framing + CRC + parse
-//! into batches), repeated until enough time has passed.
+//! `grist bench`: end-to-end decoding speed (read + framing + checks +
+//! parse into batches), repeated until enough time has passed, for
+//! TFRecord and Avro files alike.
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -10,8 +11,9 @@ use anyhow::Context as _;
 use serde_json::json;
 
 use crate::fmt;
+use crate::format::{Format, FormatArg};
 use crate::out::Out;
-use crate::pipeline::{BatchOptions, BatchReader, load_spec};
+use crate::pipeline::{self, BatchOptions, Batches, load_spec};
 
 /// Arguments of `grist bench`.
 #[derive(Debug, clap::Args)]
@@ -20,11 +22,13 @@ use crate::pipeline::{BatchOptions, BatchReader, load_spec};
                         --min-seconds have passed (at least once), then prints records/s, MB/s \
                         (file bytes as stored) and the median time per batch. With --threads N \
                         each batch's rows are split into N contiguous parts decoded in \
-                        parallel.\n\n\
+                        parallel (for Avro, cut at block boundaries where one is close).\n\n\
                         Example:\n  \
                         grist gen prod19 --records 200000 --out /tmp/prod19\n  \
                         grist bench --spec /tmp/prod19/prod19.spec.json --batch-size 256 \
-                        --threads 2 /tmp/prod19/prod19.tfrecord"
+                        --threads 2 /tmp/prod19/prod19.tfrecord\n  \
+                        grist gen prod19 --format avro --codec deflate --out /tmp/prod19\n  \
+                        grist bench --spec /tmp/prod19/prod19.avro.spec.json /tmp/prod19/prod19.avro"
 )]
 pub(crate) struct Args {
     /// The spec file (features to parse), as for `grist cat --spec`.
@@ -41,7 +45,7 @@ pub(crate) struct Args {
           value_parser = clap::value_parser!(u64).range(1..1025))]
     threads: u64,
 
-    /// Skip the CRC checks.
+    /// Skip the CRC checks (TFRecord; Avro blocks are always checked).
     #[arg(long)]
     no_crc: bool,
 
@@ -54,7 +58,11 @@ pub(crate) struct Args {
     #[arg(long)]
     json: bool,
 
-    /// TFRecord files, read in order on each pass.
+    #[command(flatten)]
+    format: FormatArg,
+
+    /// TFRecord or Avro files (all of one format), read in order on each
+    /// pass.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
 }
@@ -74,6 +82,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--min-seconds must be a non-negative number of seconds");
     };
     let loaded = load_spec(&args.spec)?;
+    let format = args.format.of_all(&args.files)?;
     let batch_size = args
         .batch_size
         .map(|b| b as usize)
@@ -92,8 +101,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         threads,
         check_crc: !args.no_crc,
     };
-    let mut reader = BatchReader::new(args.files.clone(), loaded.decoder, options)?;
-    let m = measure(&mut reader, min_time)?;
+    let mut reader = pipeline::open(args.files.clone(), format, &loaded, options)?;
+    let m = measure(reader.as_mut(), min_time)?;
 
     let seconds = m.elapsed.as_secs_f64().max(1e-9);
     let records_per_s = m.records as f64 / seconds;
@@ -116,11 +125,16 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             1 => args.files[0].display().to_string(),
             n => format!("{n} files"),
         };
+        let checks = match (format, args.no_crc) {
+            (Format::Tfrecord, false) => "CRC checked",
+            (Format::Tfrecord, true) => "CRC off",
+            (Format::Avro, _) => "sync markers checked",
+        };
         out.line(format_args!(
-            "{files}: {} per pass; batch {batch_size}, {threads} thread{}, CRC {}",
+            "{files}: {} {} per pass; batch {batch_size}, {threads} thread{}, {checks}",
+            format.name(),
             fmt::bytes(pass_bytes),
             if threads == 1 { "" } else { "s" },
-            if args.no_crc { "off" } else { "checked" }
         ))?;
         out.line(format_args!(
             "  {} pass{} in {}: {} records in {} batches",
@@ -142,7 +156,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Reads every batch of the files, pass after pass, until `min` has
 /// passed (at least one pass; one only when a pass yields nothing).
-fn measure(reader: &mut BatchReader, min: Duration) -> anyhow::Result<Measured> {
+fn measure(reader: &mut dyn Batches, min: Duration) -> anyhow::Result<Measured> {
     let mut m = Measured {
         passes: 0,
         records: 0,

@@ -1,13 +1,16 @@
-//! `grist cat`: records as JSON lines, in three forms.
+//! `grist cat`: records as JSON lines, in three forms, for TFRecord and
+//! Avro files alike.
 //!
 //! * `--spec SPEC.json`: parsed batches, one line per batch, in the corpus
 //!   manifest's `batches[]` form.
-//! * `--raw`: the framing: each record's index, length and SHA-256.
-//! * `--records`: each record decoded generically (every feature), in the
-//!   manifest's `decoded_records` form.
+//! * `--raw`: each record's index, length and SHA-256 (TFRecord: the
+//!   payload; Avro: the datum's bytes).
+//! * `--records`: each record decoded generically, in the manifest's
+//!   `decoded_records` form (TFRecord) or `avro.records` form (Avro).
 //!
 //! On a bad record every good line before it is printed, then the command
-//! fails naming the file and record (and the feature, for parse errors).
+//! fails naming the file and record or block (and the feature, for parse
+//! errors).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -15,14 +18,13 @@ use std::sync::Arc;
 
 use clap::ArgGroup;
 use grist_tensor::json::batch_to_json;
-use grist_tfrecord::{
-    Location, ReaderOptions, RecordReader, example_to_json, sequence_example_to_json,
-};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::format::{Format, FormatArg};
 use crate::out::Out;
-use crate::pipeline::{BatchOptions, BatchReader, load_spec};
+use crate::pipeline::{self, BatchOptions, load_spec};
+use crate::records::RecordFile;
 
 /// Arguments of `grist cat`.
 #[derive(Debug, clap::Args)]
@@ -31,7 +33,8 @@ use crate::pipeline::{BatchOptions, BatchReader, load_spec};
     after_help = "Examples:\n  \
         grist cat --spec spec.json --batch-size 32 train.tfrecord\n  \
         grist cat --raw train.tfrecord.gz\n  \
-        grist cat --records --sequence sequences.tfrecord"
+        grist cat --records --sequence sequences.tfrecord\n  \
+        grist cat --spec spec.json --batch-size 32 part-0.avro part-1.avro"
 )]
 pub(crate) struct Args {
     /// Parse the records with the features of this spec file and print one
@@ -42,14 +45,19 @@ pub(crate) struct Args {
     #[arg(long, value_name = "SPEC.json")]
     spec: Option<PathBuf>,
 
-    /// Print each record's framing: {"index", "length", "sha256"} (plus
+    /// Print each record's bytes as {"index", "length", "sha256"} (plus
     /// "file" when several files are given; the index counts per file).
+    /// TFRecord: the payload of each frame; Avro: each datum (a block's
+    /// datums are printed once the whole block has been checked).
     #[arg(long)]
     raw: bool,
 
-    /// Print each record decoded generically as a tf.Example:
-    /// {"features": {name: {"int64_list"|"float_list"|"bytes_list": [...]}}}
-    /// (plus "file" and "index" when several files are given).
+    /// Print each record decoded generically. TFRecord: as a tf.Example,
+    /// {"features": {name: {"int64_list"|"float_list"|"bytes_list": [...]}}};
+    /// Avro: by its writer schema, as fastavro reads it (enums as symbols,
+    /// bytes and fixed as strings or {"base64": ...}, unions as the
+    /// branch's value). Plus "file" and "index" when several files are
+    /// given.
     #[arg(long)]
     records: bool,
 
@@ -74,8 +82,11 @@ pub(crate) struct Args {
           value_parser = clap::value_parser!(u64).range(1..1025))]
     threads: u64,
 
-    /// TFRecord files, read in order (compression from the extension:
-    /// .gz GZIP, .zz/.zlib ZLIB).
+    #[command(flatten)]
+    format: FormatArg,
+
+    /// TFRecord files (compression from the extension: .gz GZIP, .zz/.zlib
+    /// ZLIB) or Avro object container files (.avro), read in order.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
 }
@@ -83,26 +94,23 @@ pub(crate) struct Args {
 /// Runs `grist cat`.
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = Out::stdout();
-    if let Some(spec) = &args.spec {
-        cat_batches(&args, spec, &mut out)?;
-    } else if args.raw {
-        let several = args.files.len() > 1;
-        for file in &args.files {
-            cat_raw(file, several, &mut out)?;
-        }
-    } else {
-        let several = args.files.len() > 1;
-        for file in &args.files {
-            cat_records(file, args.sequence, several, &mut out)?;
-        }
-    }
+    let result = match &args.spec {
+        Some(spec) => cat_batches(&args, spec, &mut out),
+        None => args.files.iter().try_for_each(|file| {
+            let format = args.format.of(file);
+            cat_records(&args, file, format, &mut out)
+        }),
+    };
+    // The good lines go out before the error is reported.
     out.flush()?;
+    result?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// `--spec`: one JSON line per decoded batch.
 fn cat_batches(args: &Args, spec_path: &Path, out: &mut Out) -> anyhow::Result<()> {
     let loaded = load_spec(spec_path)?;
+    let format = args.format.of_all(&args.files)?;
     let options = BatchOptions {
         batch_size: args
             .batch_size
@@ -113,78 +121,44 @@ fn cat_batches(args: &Args, spec_path: &Path, out: &mut Out) -> anyhow::Result<(
         threads: args.threads as usize,
         check_crc: true,
     };
-    let mut reader = BatchReader::new(args.files.clone(), loaded.decoder, options)?;
-    loop {
-        match reader.next_batch() {
-            Ok(Some(batch)) => out.json(&batch_to_json(&batch))?,
-            Ok(None) => return Ok(()),
-            Err(e) => {
-                out.flush()?;
-                return Err(e.into());
-            }
-        }
+    let mut reader = pipeline::open(args.files.clone(), format, &loaded, options)?;
+    while let Some(batch) = reader.next_batch()? {
+        out.json(&batch_to_json(&batch))?;
     }
+    Ok(())
 }
 
-/// `--raw`: one JSON line per record: index, length, SHA-256.
-fn cat_raw(file: &Path, several: bool, out: &mut Out) -> anyhow::Result<()> {
-    let mut reader = RecordReader::open(file, ReaderOptions::default())?;
-    let name = file.display().to_string();
+/// `--raw` or `--records`: one JSON line per record of `file`.
+fn cat_records(args: &Args, file: &Path, format: Format, out: &mut Out) -> anyhow::Result<()> {
+    let mut records = RecordFile::open(file, format, true)?;
+    let decoder = match args.records {
+        true => Some(records.json_decoder(args.sequence)?),
+        false => None,
+    };
+    let several = args.files.len() > 1;
+    let name: Arc<str> = file.display().to_string().into();
     let mut index = 0u64;
-    loop {
-        match reader.next_record() {
-            Ok(Some(payload)) => {
+    while let Some(payload) = records.next_record()? {
+        let line = match &decoder {
+            None => {
                 let sha = hex::encode(Sha256::digest(payload));
                 let mut line = json!({"index": index, "length": payload.len(), "sha256": sha});
                 if several {
-                    line["file"] = json!(name);
+                    line["file"] = json!(&*name);
                 }
-                out.json(&line)?;
-                index += 1;
+                line
             }
-            Ok(None) => return Ok(()),
-            Err(e) => {
-                out.flush()?;
-                return Err(e.into());
-            }
-        }
-    }
-}
-
-/// `--records`: one JSON line per record, decoded generically.
-fn cat_records(file: &Path, sequence: bool, several: bool, out: &mut Out) -> anyhow::Result<()> {
-    let mut reader = RecordReader::open(file, ReaderOptions::default())?;
-    let name: Arc<str> = file.display().to_string().into();
-    let mut index = 0u64;
-    loop {
-        let payload = match reader.next_record() {
-            Ok(Some(payload)) => payload,
-            Ok(None) => return Ok(()),
-            Err(e) => {
-                out.flush()?;
-                return Err(e.into());
+            Some(decoder) => {
+                let mut line = decoder.decode(payload, &name, index)?;
+                if let (true, Value::Object(map)) = (several, &mut line) {
+                    map.insert("file".into(), json!(&*name));
+                    map.insert("index".into(), json!(index));
+                }
+                line
             }
         };
-        let at = Location::new(name.clone(), index);
-        let decoded = if sequence {
-            sequence_example_to_json(payload, &at)
-        } else {
-            example_to_json(payload, &at)
-        };
-        let mut line = match decoded {
-            Ok(value) => value,
-            Err(e) => {
-                out.flush()?;
-                return Err(e.into());
-            }
-        };
-        if several {
-            if let Value::Object(map) = &mut line {
-                map.insert("file".into(), json!(&*name));
-                map.insert("index".into(), json!(index));
-            }
-        }
         out.json(&line)?;
         index += 1;
     }
+    Ok(())
 }

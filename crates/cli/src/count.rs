@@ -3,15 +3,18 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use grist_tfrecord::{ReaderOptions, RecordReader};
 use serde_json::json;
 
+use crate::format::{Format, FormatArg};
 use crate::out::Out;
+use crate::records::RecordFile;
 
 /// Arguments of `grist count`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Skip the CRC checks (faster; damage may go unnoticed).
+    /// Skip the CRC checks of TFRecord files (faster; damage may go
+    /// unnoticed). Avro files are always read whole: sync markers, codecs
+    /// and every datum against its block's record count.
     #[arg(long)]
     no_crc: bool,
 
@@ -19,16 +22,23 @@ pub(crate) struct Args {
     #[arg(long)]
     json: bool,
 
-    /// TFRecord files (compression from the extension).
+    #[command(flatten)]
+    format: FormatArg,
+
+    /// TFRecord files (compression from the extension) or Avro files
+    /// (.avro).
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
 }
 
 /// Counts the records of one file.
-pub(crate) fn count_records(file: &Path, check_crc: bool) -> grist_tfrecord::Result<u64> {
-    let mut reader = RecordReader::open(file, ReaderOptions::default().with_check_crc(check_crc))?;
-    while reader.next_record()?.is_some() {}
-    Ok(reader.records_read())
+fn count_records(file: &Path, format: Format, check_crc: bool) -> anyhow::Result<u64> {
+    let mut records = RecordFile::open(file, format, check_crc)?;
+    let mut n = 0;
+    while records.next_record()?.is_some() {
+        n += 1;
+    }
+    Ok(n)
 }
 
 /// Runs `grist count`.
@@ -37,11 +47,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut total = 0u64;
     let mut per_file = Vec::new();
     for file in &args.files {
-        let n = match count_records(file, !args.no_crc) {
+        let n = match count_records(file, args.format.of(file), !args.no_crc) {
             Ok(n) => n,
             Err(e) => {
                 out.flush()?;
-                return Err(e.into());
+                return Err(e);
             }
         };
         total += n;

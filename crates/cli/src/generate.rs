@@ -3,9 +3,13 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::bail;
+use grist_avro_tensor::Codec;
+
 use crate::fmt;
+use crate::format::Format;
 use crate::out::Out;
-use crate::prod19;
+use crate::prod19::{self, FileKind};
 
 /// The datasets `gen` can write.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -18,9 +22,11 @@ pub(crate) enum DatasetName {
 
 /// Arguments of `grist gen`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Example:\n  \
+#[command(after_help = "Examples:\n  \
     grist gen prod19 --records 200000 --out /tmp/prod19\n  \
-    grist bench --spec /tmp/prod19/prod19.spec.json /tmp/prod19/prod19.tfrecord")]
+    grist bench --spec /tmp/prod19/prod19.spec.json /tmp/prod19/prod19.tfrecord\n  \
+    grist gen prod19 --format avro --codec deflate --out /tmp/prod19\n  \
+    grist bench --spec /tmp/prod19/prod19.avro.spec.json /tmp/prod19/prod19.deflate.avro")]
 pub(crate) struct Args {
     /// The dataset.
     #[arg(value_enum)]
@@ -34,20 +40,54 @@ pub(crate) struct Args {
     #[arg(long, value_name = "S", default_value_t = 42)]
     seed: u64,
 
-    /// Also write a GZIP-compressed copy (`<name>.tfrecord.gz`).
+    /// The file format: TFRecord files of tf.Example records, or an Avro
+    /// object container file of records with the features' own types.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "tfrecord")]
+    format: Format,
+
+    /// TFRecord: also write a GZIP-compressed copy (`<name>.tfrecord.gz`).
     #[arg(long)]
     gzip: bool,
 
-    /// Output folder (created if missing). Writes `<name>.tfrecord`,
-    /// `<name>.spec.json` and, with --gzip, `<name>.tfrecord.gz`.
+    /// Avro: the codec of the blocks (null, deflate, snappy, zstandard,
+    /// bzip2, xz). By default, null.
+    #[arg(long, value_name = "CODEC", value_parser = parse_codec)]
+    codec: Option<Codec>,
+
+    /// Output folder (created if missing). TFRecord: writes
+    /// `<name>.tfrecord`, `<name>.spec.json` and, with --gzip,
+    /// `<name>.tfrecord.gz`. Avro: `<name>.avro` (codec null) or
+    /// `<name>.<codec>.avro`, and `<name>.avro.spec.json`.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
+}
+
+/// An Avro codec by its `avro.codec` name.
+fn parse_codec(name: &str) -> Result<Codec, String> {
+    Codec::from_name(name).map_err(|_| {
+        let names: Vec<&str> = Codec::ALL.iter().map(|c| c.name()).collect();
+        format!("expected one of {}", names.join(", "))
+    })
 }
 
 /// Runs `grist gen`.
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let DatasetName::Prod19 = args.dataset;
-    let dataset = prod19::write(&args.out, args.records, args.seed, args.gzip)?;
+    let kinds = match (args.format, args.codec) {
+        (Format::Tfrecord, Some(_)) => bail!("--codec is for --format avro"),
+        (Format::Tfrecord, None) => {
+            let mut kinds = vec![FileKind::Tfrecord { gzip: false }];
+            if args.gzip {
+                kinds.push(FileKind::Tfrecord { gzip: true });
+            }
+            kinds
+        }
+        (Format::Avro, _) if args.gzip => {
+            bail!("--gzip is for --format tfrecord (Avro files compress with --codec)")
+        }
+        (Format::Avro, codec) => vec![FileKind::Avro(codec.unwrap_or(Codec::Null))],
+    };
+    let dataset = prod19::write(&args.out, args.records, args.seed, &kinds)?;
     let mut out = Out::stdout();
     for f in &dataset.files {
         out.line(format_args!(
@@ -57,7 +97,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             fmt::bytes(f.bytes)
         ))?;
     }
-    out.line(format_args!("wrote {}", dataset.spec.display()))?;
+    for spec in &dataset.specs {
+        out.line(format_args!("wrote {}", spec.display()))?;
+    }
     out.line(format_args!("done in {}", fmt::seconds(dataset.elapsed)))?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)

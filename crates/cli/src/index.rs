@@ -7,6 +7,7 @@ use anyhow::bail;
 use grist_tfrecord::{Compression, ReaderOptions, index_path, write_index};
 
 use crate::fmt;
+use crate::format::Format;
 use crate::out::Out;
 
 /// Arguments of `grist index`.
@@ -26,6 +27,13 @@ pub(crate) struct Args {
 /// Runs `grist index`.
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     for file in &args.files {
+        if Format::of_path(file) == Format::Avro {
+            bail!(
+                "{}: index files are for TFRecord files (an Avro file is read block by block \
+                 through its sync markers)",
+                file.display()
+            );
+        }
         let compression = Compression::from_path(file);
         if compression != Compression::None {
             bail!(

@@ -1,16 +1,22 @@
-//! `grist inspect`: which features the first records hold, of which kinds,
-//! and how many values.
+//! `grist inspect`: what a file holds. TFRecord: which features the first
+//! records hold, of which kinds, and how many values. Avro: the writer
+//! schema, codec, metadata, blocks and records, and each top-level field's
+//! type.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use anyhow::{Context as _, bail};
+use grist_tensor::json::bytes_to_json;
 use grist_tfrecord::proto::{self, feature::Kind};
 use grist_tfrecord::{Compression, ReaderOptions, RecordReader};
 use prost::Message as _;
 use serde_json::{Value, json};
 
+use crate::avro::DatumReader;
 use crate::fmt;
+use crate::format::{Format, FormatArg};
 use crate::out::Out;
 
 /// Arguments of `grist inspect`.
@@ -20,14 +26,18 @@ use crate::out::Out;
                         `none` for a feature with no list set), in how many records it \
                         appears, and the fewest and most values it holds. With --sequence, \
                         context features and feature lists (steps per record, values per \
-                        step) of tf.SequenceExamples."
+                        step) of tf.SequenceExamples.\n\n\
+                        Avro files: the codec, the metadata, the number of blocks and records \
+                        (every block and datum is read and checked), each top-level field's \
+                        Avro type, and the writer schema."
 )]
 pub(crate) struct Args {
-    /// How many records to look at (from the start of the file).
+    /// How many records to look at (from the start of a TFRecord file;
+    /// Avro files are read whole).
     #[arg(long, value_name = "N", default_value_t = 1000)]
     records: u64,
 
-    /// Decode the records as tf.SequenceExamples.
+    /// Decode the records as tf.SequenceExamples (TFRecord).
     #[arg(long)]
     sequence: bool,
 
@@ -35,7 +45,11 @@ pub(crate) struct Args {
     #[arg(long)]
     json: bool,
 
-    /// A TFRecord file (compression from the extension).
+    #[command(flatten)]
+    format: FormatArg,
+
+    /// A TFRecord file (compression from the extension) or an Avro file
+    /// (.avro).
     #[arg(value_name = "FILE")]
     file: PathBuf,
 }
@@ -218,12 +232,21 @@ fn table(out: &mut Out, header: &[&str], rows: &[Vec<String>]) -> std::io::Resul
 
 /// Runs `grist inspect`.
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.format.of(&args.file) {
+        Format::Tfrecord => inspect_tfrecord(&args),
+        Format::Avro => inspect_avro(&args),
+    }
+}
+
+/// `inspect` of a TFRecord file.
+fn inspect_tfrecord(args: &Args) -> anyhow::Result<ExitCode> {
     let summary = summarize(&args.file, args.records, args.sequence)?;
     let compression = Compression::from_path(&args.file);
     let mut out = Out::stdout();
     if args.json {
         let mut doc = json!({
             "file": args.file.display().to_string(),
+            "format": "tfrecord",
             "compression": compression.name(),
             "sequence": args.sequence,
             "records": summary.records,
@@ -306,4 +329,169 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The short text form of an Avro type (schema JSON): `long`,
+/// `array<float>`, `map<long>`, `union[null, string]`, `record Name`,
+/// `enum Color`, `fixed Id8(8)`, `long (timestamp-millis)`.
+fn avro_type(t: &Value) -> String {
+    match t {
+        Value::String(name) => name.clone(),
+        Value::Array(branches) => format!(
+            "union[{}]",
+            branches
+                .iter()
+                .map(avro_type)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Value::Object(o) => {
+            let name = o.get("name").and_then(Value::as_str).unwrap_or("?");
+            let base = match o.get("type") {
+                Some(Value::String(kind)) => match kind.as_str() {
+                    "array" => format!("array<{}>", avro_type(&o["items"])),
+                    "map" => format!("map<{}>", avro_type(&o["values"])),
+                    "record" | "error" | "enum" => format!("{kind} {name}"),
+                    "fixed" => format!("fixed {name}({})", o["size"]),
+                    other => other.to_string(),
+                },
+                Some(inner) => avro_type(inner),
+                None => "?".into(),
+            };
+            match o.get("logicalType").and_then(Value::as_str) {
+                Some(logical) => format!("{base} ({logical})"),
+                None => base,
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// `inspect` of an Avro object container file: every block and datum is
+/// read (and checked).
+fn inspect_avro(args: &Args) -> anyhow::Result<ExitCode> {
+    if args.sequence {
+        bail!("--sequence is for TFRecord files of tf.SequenceExamples, not Avro");
+    }
+    let mut reader = DatumReader::open(&args.file)?;
+    let mut records = 0u64;
+    while reader.next_datum()?.is_some() {
+        records += 1;
+    }
+    let header = reader.header().clone();
+    let blocks = reader.blocks_read();
+    let schema: Value = serde_json::from_str(&header.schema_json)
+        .with_context(|| format!("{}: avro.schema", args.file.display()))?;
+    let no_fields = Vec::new();
+    let fields = schema
+        .get("fields")
+        .and_then(Value::as_array)
+        .unwrap_or(&no_fields);
+    let field_rows: Vec<(String, &Value)> = fields
+        .iter()
+        .map(|f| {
+            let name = f.get("name").and_then(Value::as_str).unwrap_or("?");
+            (name.to_string(), f.get("type").unwrap_or(&Value::Null))
+        })
+        .collect();
+    let mut out = Out::stdout();
+    if args.json {
+        let metadata: serde_json::Map<String, Value> = header
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.clone(), bytes_to_json(v)))
+            .collect();
+        let fields: Vec<Value> = field_rows
+            .iter()
+            .map(|(name, t)| json!({"name": name, "type": t, "avro_type": avro_type(t)}))
+            .collect();
+        out.json(&json!({
+            "file": args.file.display().to_string(),
+            "format": "avro",
+            "codec": header.codec.name(),
+            "metadata": metadata,
+            "blocks": blocks,
+            "records": records,
+            "schema": schema,
+            "fields": fields,
+        }))?;
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    out.line(format_args!(
+        "{}: Avro, codec {}, {} records in {} block{}",
+        args.file.display(),
+        header.codec,
+        fmt::count(records),
+        fmt::count(blocks),
+        if blocks == 1 { "" } else { "s" }
+    ))?;
+    if header.metadata.is_empty() {
+        out.line("metadata: none besides avro.schema and avro.codec")?;
+    } else {
+        out.line("metadata:")?;
+        for (k, v) in &header.metadata {
+            let shown = match std::str::from_utf8(v) {
+                Ok(text) if text.len() <= 80 => format!("{text:?}"),
+                _ => format!("({} bytes)", v.len()),
+            };
+            out.line(format_args!("  {k} = {shown}"))?;
+        }
+    }
+    out.line("")?;
+    if field_rows.is_empty() {
+        out.line(format_args!("records of type {}", avro_type(&schema)))?;
+    } else {
+        let rows: Vec<Vec<String>> = field_rows
+            .iter()
+            .map(|(name, t)| vec![name.clone(), avro_type(t)])
+            .collect();
+        table(&mut out, &["field", "type"], &rows)?;
+    }
+    out.line("")?;
+    out.line(format_args!("schema: {}", header.schema_json))?;
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn avro_type_names() {
+        let cases = [
+            (json!("long"), "long"),
+            (json!({"type": "array", "items": "float"}), "array<float>"),
+            (
+                json!({"type": "array", "items": {"type": "array", "items": "int"}}),
+                "array<array<int>>",
+            ),
+            (json!({"type": "map", "values": "long"}), "map<long>"),
+            (json!(["null", "string"]), "union[null, string]"),
+            (
+                json!({"type": "record", "name": "Name", "fields": []}),
+                "record Name",
+            ),
+            (
+                json!({"type": "enum", "name": "C", "symbols": ["A"]}),
+                "enum C",
+            ),
+            (
+                json!({"type": "fixed", "name": "Id8", "size": 8}),
+                "fixed Id8(8)",
+            ),
+            (
+                json!({"type": "long", "logicalType": "timestamp-millis"}),
+                "long (timestamp-millis)",
+            ),
+            (
+                json!({"type": {"type": "map", "values": "int"}}),
+                "map<int>",
+            ),
+        ];
+        for (t, want) in cases {
+            assert_eq!(avro_type(&t), want, "{t}");
+        }
+    }
 }

@@ -1,23 +1,31 @@
-//! The prod19 synthetic dataset as TFRecord files, shared by `gen` and
-//! `demo`, and the check that decoded batches equal the generated data.
+//! The prod19 synthetic dataset as TFRecord and Avro files, shared by
+//! `gen` and `demo`, and the check that decoded batches equal the
+//! generated data.
 //!
 //! A dataset of `n` records is generated in chunks of [`CHUNK_ROWS`] rows
 //! (to bound memory): chunk `k` is `synth::prod19(rows, chunk_seed(seed,
 //! k))`, so the first chunk — and any dataset of up to `CHUNK_ROWS`
-//! records — is exactly `synth::prod19(n, seed)`.
+//! records — is exactly `synth::prod19(n, seed)`. TFRecord files hold it
+//! as tf.Example records (`synth::prod19_example_specs`), Avro files with
+//! its own types (`synth::prod19_native`, `synth::prod19_native_specs`).
 
 use std::borrow::Cow;
-use std::fs;
+use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use grist_tensor::synth::{prod19, prod19_example_specs};
+use grist_avro_tensor::{Codec, ContainerWriter};
+use grist_tensor::synth::{
+    SplitMix64, prod19, prod19_example_specs, prod19_native, prod19_native_specs,
+};
 use grist_tensor::{Batch, Column, DenseTensor, SparseTensor, SpecFile, Tensor, Values};
-use grist_tfrecord::{RecordWriter, WriteSummary, WriterOptions, encode_batch};
+use grist_tfrecord::RecordWriter;
 use rayon::prelude::*;
 use serde_json::json;
+
+use crate::format::Format;
 
 /// Rows per generated chunk (a multiple of 1024, so batches of 1024 never
 /// straddle two chunks).
@@ -37,17 +45,82 @@ fn chunk_rows(records: u64, k: u64) -> usize {
     (records - k * CHUNK_ROWS).min(CHUNK_ROWS) as usize
 }
 
-/// The chunks of a dataset of `records` records, in order.
-pub(crate) fn chunks(records: u64, seed: u64) -> impl Iterator<Item = Batch> {
-    (0..records.div_ceil(CHUNK_ROWS))
-        .map(move |k| prod19(chunk_rows(records, k), chunk_seed(seed, k)))
+/// Chunk `k` of a dataset of `records` records, with the types `format`
+/// stores.
+fn chunk(records: u64, seed: u64, k: u64, format: Format) -> Batch {
+    let (rows, seed) = (chunk_rows(records, k), chunk_seed(seed, k));
+    match format {
+        Format::Tfrecord => prod19(rows, seed),
+        Format::Avro => prod19_native(rows, seed),
+    }
 }
 
-/// The spec file of prod19 as tf.Example features.
-pub(crate) fn spec_file() -> SpecFile {
+/// The chunks of a dataset of `records` records, in order.
+pub(crate) fn chunks(records: u64, seed: u64, format: Format) -> impl Iterator<Item = Batch> {
+    (0..records.div_ceil(CHUNK_ROWS)).map(move |k| chunk(records, seed, k, format))
+}
+
+/// The spec file of prod19 in `format`: tf.Example features (TFRecord),
+/// or the ATDS features of the Avro record's own types (Avro).
+pub(crate) fn spec_file(format: Format) -> SpecFile {
+    let features = match format {
+        Format::Tfrecord => prod19_example_specs(),
+        Format::Avro => prod19_native_specs(),
+    };
     SpecFile {
-        features: prod19_example_specs(),
+        features,
         ..SpecFile::default()
+    }
+}
+
+/// The path of the spec file of `format` in `dir`: `prod19.spec.json`
+/// (TFRecord), `prod19.avro.spec.json` (Avro).
+pub(crate) fn spec_path(dir: &Path, format: Format) -> PathBuf {
+    match format {
+        Format::Tfrecord => dir.join(format!("{NAME}.spec.json")),
+        Format::Avro => dir.join(format!("{NAME}.avro.spec.json")),
+    }
+}
+
+/// One file of the dataset: its format and compression.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FileKind {
+    /// TFRecord, GZIP-compressed when `gzip`.
+    Tfrecord {
+        /// Whether to compress with GZIP.
+        gzip: bool,
+    },
+    /// An Avro object container file with this codec.
+    Avro(Codec),
+}
+
+impl FileKind {
+    /// The format of the file.
+    pub(crate) fn format(self) -> Format {
+        match self {
+            FileKind::Tfrecord { .. } => Format::Tfrecord,
+            FileKind::Avro(_) => Format::Avro,
+        }
+    }
+
+    /// The file's name: `prod19.tfrecord`, `prod19.tfrecord.gz`,
+    /// `prod19.avro` (codec null), `prod19.<codec>.avro`.
+    pub(crate) fn file_name(self) -> String {
+        match self {
+            FileKind::Tfrecord { gzip: false } => format!("{NAME}.tfrecord"),
+            FileKind::Tfrecord { gzip: true } => format!("{NAME}.tfrecord.gz"),
+            FileKind::Avro(Codec::Null) => format!("{NAME}.avro"),
+            FileKind::Avro(codec) => format!("{NAME}.{codec}.avro"),
+        }
+    }
+
+    /// `TFRecord`, `TFRecord, gzip`, `Avro, codec deflate`.
+    pub(crate) fn describe(self) -> String {
+        match self {
+            FileKind::Tfrecord { gzip: false } => "TFRecord".into(),
+            FileKind::Tfrecord { gzip: true } => "TFRecord, gzip".into(),
+            FileKind::Avro(codec) => format!("Avro, codec {codec}"),
+        }
     }
 }
 
@@ -55,6 +128,7 @@ pub(crate) fn spec_file() -> SpecFile {
 #[derive(Debug)]
 pub(crate) struct Written {
     pub(crate) path: PathBuf,
+    pub(crate) kind: FileKind,
     pub(crate) records: u64,
     /// The size on disk.
     pub(crate) bytes: u64,
@@ -63,104 +137,180 @@ pub(crate) struct Written {
 /// What [`write`] wrote.
 #[derive(Debug)]
 pub(crate) struct Dataset {
-    /// `prod19.tfrecord`, then `prod19.tfrecord.gz` when asked for.
+    /// The data files, in the order asked for.
     pub(crate) files: Vec<Written>,
-    /// `prod19.spec.json`.
-    pub(crate) spec: PathBuf,
+    /// The spec file of each format written (see [`spec_path`]).
+    pub(crate) specs: Vec<PathBuf>,
     /// The time taken to generate, encode and write everything.
     pub(crate) elapsed: Duration,
 }
 
-/// Writes `records` records of prod19 seeded with `seed` into `dir`:
-/// `prod19.tfrecord`, also `prod19.tfrecord.gz` when `gzip`, and
-/// `prod19.spec.json` (`{"features": [...]}`).
-pub(crate) fn write(dir: &Path, records: u64, seed: u64, gzip: bool) -> anyhow::Result<Dataset> {
+/// A data file being written.
+// One per file, moved once to its writer thread: its size does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Sink {
+    Tfrecord(RecordWriter<File>),
+    Avro(ContainerWriter<File>),
+}
+
+impl Sink {
+    /// Creates the file of `kind` at `path` (the data of `seed` gives an
+    /// Avro file its sync marker, so the same seed gives the same bytes).
+    fn create(path: &Path, kind: FileKind, seed: u64) -> anyhow::Result<Sink> {
+        Ok(match kind {
+            FileKind::Tfrecord { .. } => Sink::Tfrecord(RecordWriter::create(
+                path,
+                grist_tfrecord::WriterOptions::default(),
+            )?),
+            FileKind::Avro(codec) => {
+                let specs = prod19_native_specs();
+                let schema = grist_avro_tensor::schema_for_specs(&specs, "Prod19")?;
+                let mut rng = SplitMix64::new(seed);
+                let mut sync = [0u8; 16];
+                sync[..8].copy_from_slice(&rng.next_u64().to_le_bytes());
+                sync[8..].copy_from_slice(&rng.next_u64().to_le_bytes());
+                let options = grist_avro_tensor::WriterOptions::default()
+                    .with_codec(codec)
+                    .with_sync_marker(sync);
+                Sink::Avro(ContainerWriter::create(path, &schema, options)?)
+            }
+        })
+    }
+
+    fn write(&mut self, record: &[u8]) -> anyhow::Result<()> {
+        match self {
+            Sink::Tfrecord(w) => w.write_record(record)?,
+            Sink::Avro(w) => w.append_datum(record)?,
+        }
+        Ok(())
+    }
+
+    /// Finishes the file; returns its record count.
+    fn finish(self) -> anyhow::Result<u64> {
+        Ok(match self {
+            Sink::Tfrecord(w) => w.finish()?.records,
+            Sink::Avro(w) => w.finish()?.records,
+        })
+    }
+}
+
+/// A chunk of encoded records, shared by the writers of one format.
+type Encoded = Arc<Vec<Vec<u8>>>;
+
+/// Writes `records` records of prod19 seeded with `seed` into `dir`, one
+/// file per entry of `kinds` (see [`FileKind::file_name`]), and the spec
+/// file of each format among them (`{"features": [...]}`).
+pub(crate) fn write(
+    dir: &Path,
+    records: u64,
+    seed: u64,
+    kinds: &[FileKind],
+) -> anyhow::Result<Dataset> {
     let start = Instant::now();
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let spec = spec_file();
-    let spec_path = dir.join(format!("{NAME}.spec.json"));
-    let text = serde_json::to_string_pretty(&json!({ "features": spec.features }))?;
-    fs::write(&spec_path, text + "\n")
-        .with_context(|| format!("writing {}", spec_path.display()))?;
-
-    let mut paths = vec![dir.join(format!("{NAME}.tfrecord"))];
-    if gzip {
-        paths.push(dir.join(format!("{NAME}.tfrecord.gz")));
+    let mut specs = Vec::new();
+    for format in formats(kinds.iter().map(|k| k.format())) {
+        let path = spec_path(dir, format);
+        let text =
+            serde_json::to_string_pretty(&json!({ "features": spec_file(format).features }))?;
+        fs::write(&path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
+        specs.push(path);
     }
-    let writers = paths
+
+    let paths: Vec<PathBuf> = kinds.iter().map(|k| dir.join(k.file_name())).collect();
+    let sinks = paths
         .iter()
-        .map(|p| RecordWriter::create(p, WriterOptions::default()))
-        .collect::<Result<Vec<_>, _>>()?;
+        .zip(kinds)
+        .map(|(p, &k)| Sink::create(p, k, seed))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     // Each file is written (and compressed) on its own thread, while the
     // chunks are generated and encoded a few at a time in parallel.
-    let summaries = std::thread::scope(|scope| -> anyhow::Result<Vec<WriteSummary>> {
+    let counts = std::thread::scope(|scope| -> anyhow::Result<Vec<u64>> {
         let mut senders = Vec::new();
         let mut handles = Vec::new();
-        for mut writer in writers {
-            let (tx, rx) = mpsc::sync_channel::<Arc<Vec<Vec<u8>>>>(2);
-            senders.push(tx);
-            handles.push(
-                scope.spawn(move || -> grist_tfrecord::Result<WriteSummary> {
-                    for chunk in rx {
-                        for record in chunk.iter() {
-                            writer.write_record(record)?;
-                        }
+        for (mut sink, kind) in sinks.into_iter().zip(kinds) {
+            let (tx, rx) = mpsc::sync_channel::<Encoded>(2);
+            senders.push((kind.format(), tx));
+            handles.push(scope.spawn(move || -> anyhow::Result<u64> {
+                for chunk in rx {
+                    for record in chunk.iter() {
+                        sink.write(record)?;
                     }
-                    writer.finish()
-                }),
-            );
+                }
+                sink.finish()
+            }));
         }
-        let produced = produce(records, seed, &spec, &senders);
+        let produced = produce(records, seed, &senders);
         drop(senders);
-        let mut summaries = Vec::new();
+        let mut counts = Vec::new();
         for handle in handles {
-            let summary = handle
+            let n = handle
                 .join()
                 .map_err(|_| anyhow::anyhow!("a writer thread panicked"))??;
-            summaries.push(summary);
+            counts.push(n);
         }
         // A writer's own error explains a failed send better.
         produced?;
-        Ok(summaries)
+        Ok(counts)
     })?;
     let mut files = Vec::new();
-    for (summary, path) in summaries.into_iter().zip(paths) {
+    for ((records, path), &kind) in counts.into_iter().zip(paths).zip(kinds) {
         let bytes = fs::metadata(&path)
             .with_context(|| format!("{}", path.display()))?
             .len();
         files.push(Written {
             path,
-            records: summary.records,
+            kind,
+            records,
             bytes,
         });
     }
     Ok(Dataset {
         files,
-        spec: spec_path,
+        specs,
         elapsed: start.elapsed(),
     })
 }
 
+/// The formats among `these`, each once.
+fn formats(these: impl Iterator<Item = Format> + Clone) -> Vec<Format> {
+    [Format::Tfrecord, Format::Avro]
+        .into_iter()
+        .filter(|f| these.clone().any(|g| g == *f))
+        .collect()
+}
+
+/// Encodes `batch` as the records of `format`.
+fn encode(batch: &Batch, format: Format) -> anyhow::Result<Vec<Vec<u8>>> {
+    let spec = spec_file(format);
+    Ok(match format {
+        Format::Tfrecord => grist_tfrecord::encode_batch(batch, &spec)?,
+        Format::Avro => grist_avro_tensor::encode_batch(batch, &spec.features)?,
+    })
+}
+
 /// Generates and encodes the chunks of the dataset, a few at a time in
-/// parallel, and sends each to every writer, in order.
+/// parallel, and sends each to every writer of its format, in order.
 fn produce(
     records: u64,
     seed: u64,
-    spec: &SpecFile,
-    writers: &[mpsc::SyncSender<Arc<Vec<Vec<u8>>>>],
+    writers: &[(Format, mpsc::SyncSender<Encoded>)],
 ) -> anyhow::Result<()> {
+    let formats = formats(writers.iter().map(|(f, _)| *f));
     let window = rayon::current_num_threads().max(1) as u64;
     let total_chunks = records.div_ceil(CHUNK_ROWS);
     let mut k = 0;
     while k < total_chunks {
         let end = (k + window).min(total_chunks);
-        let encoded: Vec<Vec<Vec<u8>>> = (k..end)
+        let jobs: Vec<(u64, Format)> = (k..end)
+            .flat_map(|k| formats.iter().map(move |&f| (k, f)))
+            .collect();
+        let encoded: Vec<(Format, Encoded)> = jobs
             .into_par_iter()
-            .map(|k| encode_batch(&prod19(chunk_rows(records, k), chunk_seed(seed, k)), spec))
-            .collect::<Result<_, _>>()?;
-        for chunk in encoded {
-            let chunk = Arc::new(chunk);
-            for w in writers {
+            .map(|(k, f)| Ok((f, Arc::new(encode(&chunk(records, seed, k, f), f)?))))
+            .collect::<anyhow::Result<_>>()?;
+        for (format, chunk) in encoded {
+            for (_, w) in writers.iter().filter(|(f, _)| *f == format) {
                 w.send(chunk.clone())
                     .map_err(|_| anyhow::anyhow!("a writer stopped early"))?;
             }
@@ -182,10 +332,10 @@ pub(crate) struct Expected {
 
 impl Expected {
     /// The expected data of a dataset of `records` records seeded with
-    /// `seed`.
-    pub(crate) fn new(records: u64, seed: u64) -> Self {
+    /// `seed`, with the types `format` stores.
+    pub(crate) fn new(records: u64, seed: u64, format: Format) -> Self {
         Expected {
-            chunks: Box::new(chunks(records, seed)),
+            chunks: Box::new(chunks(records, seed, format)),
             current: None,
             offset: 0,
             compared: 0,
@@ -328,21 +478,23 @@ mod tests {
 
     #[test]
     fn first_chunk_is_the_plain_dataset() {
-        let mut it = chunks(100, 7);
+        let mut it = chunks(100, 7, Format::Tfrecord);
         assert_eq!(it.next().unwrap(), prod19(100, 7));
         assert!(it.next().is_none());
+        let mut it = chunks(100, 7, Format::Avro);
+        assert_eq!(it.next().unwrap(), prod19_native(100, 7));
     }
 
     #[test]
     fn slices_reassemble() {
         let whole = prod19(50, 3);
-        let mut expected = Expected::new(50, 3);
+        let mut expected = Expected::new(50, 3, Format::Tfrecord);
         for range in [0..7, 7..30, 30..50] {
             let part = slice_rows(&whole, range).unwrap();
             expected.check(&part).unwrap();
         }
         assert_eq!(expected.finish().unwrap(), 50);
-        let mut wrong = Expected::new(50, 4);
+        let mut wrong = Expected::new(50, 4, Format::Tfrecord);
         assert!(wrong.check(&whole).is_err());
     }
 }

@@ -1,4 +1,7 @@
-//! `grist verify`: read every record with both CRCs checked.
+//! `grist verify`: read every record with every check the format has.
+//! TFRecord: both CRCs of every frame (and `<file>.idx` when present).
+//! Avro: every block's sync marker, its codec (snappy's CRC-32 too), and
+//! its datums against its record count.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -7,61 +10,68 @@ use grist_tfrecord::{
     Compression, FRAME_OVERHEAD, ReaderOptions, RecordReader, index_path, verify_index,
 };
 
+use crate::avro::DatumReader;
 use crate::fmt;
+use crate::format::{Format, FormatArg};
 use crate::out::Out;
 
 /// Arguments of `grist verify`.
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Prints one line per file: OK with its record count, or FAILED with \
-                        the first bad record's index and byte offset. When <FILE>.idx exists \
-                        it is checked against the file too. Exits with status 1 when any \
-                        file fails."
+                        where the damage is: the first bad record's index and byte offset \
+                        (TFRecord), the first bad block's index and byte offset (Avro). When \
+                        <FILE>.idx exists next to a TFRecord file it is checked against the \
+                        file too. Exits with status 1 when any file fails."
 )]
 pub(crate) struct Args {
-    /// TFRecord files (compression from the extension).
+    #[command(flatten)]
+    format: FormatArg,
+
+    /// TFRecord files (compression from the extension) or Avro files
+    /// (.avro).
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
 }
 
 /// The first problem found in a file.
 struct Failure {
-    /// The index of the first bad record and the byte offset of its frame
-    /// (in the decompressed stream); `None` when the file cannot be opened
-    /// or its index file is wrong.
-    position: Option<(u64, u64)>,
-    /// What is wrong, without the file and record (said above).
+    /// Where: `record <i> at offset <o>` (TFRecord), `block <b> at offset
+    /// <o>` (Avro); `None` when the file cannot be opened, its header is
+    /// bad or its index file is wrong.
+    position: Option<String>,
+    /// What is wrong, without the file and position (said above).
     detail: String,
 }
 
-/// The message of `e` without its leading `<file>: record <n>: ` or
-/// `<file>: `.
-fn detail(e: &grist_tfrecord::Error, file: &Path) -> String {
-    let message = e.to_string();
-    let prefix = match e.location() {
-        Some(at) => format!("{at}: "),
-        None => format!("{}: ", file.display()),
-    };
-    message
-        .strip_prefix(&prefix)
+/// An error's message without its leading `<location>: ` (`at`: where
+/// the format's error says it happened) or `<file>: `.
+fn detail(message: String, at: Option<impl std::fmt::Display>, file: &Path) -> String {
+    let prefixes = [
+        at.map(|at| format!("{at}: ")),
+        Some(format!("{}: ", file.display())),
+    ];
+    prefixes
+        .iter()
+        .flatten()
+        .find_map(|p| message.strip_prefix(p.as_str()))
         .map(str::to_string)
         .unwrap_or(message)
 }
 
-/// What a good file holds.
+/// What a good file holds, said after its record count.
 struct Verified {
     records: u64,
-    /// Framed bytes (decompressed).
-    bytes: u64,
-    /// Whether an index file was found and matched.
-    index: bool,
+    /// `<bytes> framed[, index matches]` or `<n> blocks, codec <c>`.
+    details: String,
 }
 
-/// Reads every record of `file` (and checks `<file>.idx` if present).
-fn verify_file(file: &Path) -> Result<Verified, Failure> {
+/// Reads every record of a TFRecord file (and checks `<file>.idx` if
+/// present).
+fn verify_tfrecord(file: &Path) -> Result<Verified, Failure> {
     let fail = |position, error: grist_tfrecord::Error| Failure {
         position,
-        detail: detail(&error, file),
+        detail: detail(error.to_string(), error.location(), file),
     };
     let mut reader =
         RecordReader::open(file, ReaderOptions::default()).map_err(|e| fail(None, e))?;
@@ -74,7 +84,10 @@ fn verify_file(file: &Path) -> Result<Verified, Failure> {
                 offset += (payload.len() + FRAME_OVERHEAD) as u64;
             }
             Ok(None) => break,
-            Err(e) => return Err(fail(Some((records, offset)), e)),
+            Err(e) => {
+                let at = format!("record {records} at offset {offset}{}", stream(file));
+                return Err(fail(Some(at), e));
+            }
         }
     }
     let idx = index_path(file);
@@ -84,26 +97,58 @@ fn verify_file(file: &Path) -> Result<Verified, Failure> {
     }
     Ok(Verified {
         records,
-        bytes: offset,
-        index,
+        details: format!(
+            "{} framed{}",
+            fmt::bytes(offset),
+            if index { ", index matches" } else { "" }
+        ),
+    })
+}
+
+/// Reads every block and datum of an Avro file.
+fn verify_avro(file: &Path) -> Result<Verified, Failure> {
+    let fail = |position, error: grist_avro_tensor::Error| Failure {
+        position,
+        detail: detail(error.to_string(), error.location(), file),
+    };
+    let mut reader = DatumReader::open(file).map_err(|e| fail(None, e))?;
+    let mut records = 0u64;
+    loop {
+        match reader.next_datum() {
+            Ok(Some(_)) => records += 1,
+            Ok(None) => break,
+            Err(e) => {
+                let (block, offset) = reader.block_position();
+                let mut at = format!("block {block} at offset {offset}");
+                if let Some(r) = e.location().and_then(|l| l.record) {
+                    at.push_str(&format!(", record {r}"));
+                }
+                return Err(fail(Some(at), e));
+            }
+        }
+    }
+    Ok(Verified {
+        records,
+        details: format!(
+            "{} block{}, codec {}",
+            fmt::count(reader.blocks_read()),
+            if reader.blocks_read() == 1 { "" } else { "s" },
+            reader.header().codec
+        ),
     })
 }
 
 impl Failure {
-    /// `record <i> at offset <o>: <detail>`, or just the detail.
-    fn describe(&self, file: &Path) -> String {
-        match self.position {
-            Some((record, offset)) => format!(
-                "record {record} at offset {offset}{}: {}",
-                stream(file),
-                self.detail
-            ),
+    /// `<position>: <detail>`, or just the detail.
+    fn describe(&self) -> String {
+        match &self.position {
+            Some(at) => format!("{at}: {}", self.detail),
             None => self.detail.clone(),
         }
     }
 }
 
-/// Where offsets count, for compressed files.
+/// Where offsets count, for compressed TFRecord files.
 fn stream(file: &Path) -> &'static str {
     if Compression::from_path(file) == Compression::None {
         ""
@@ -117,20 +162,19 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = Out::stdout();
     let mut failures: Vec<(PathBuf, Failure)> = Vec::new();
     for file in &args.files {
-        match verify_file(file) {
+        let verified = match args.format.of(file) {
+            Format::Tfrecord => verify_tfrecord(file),
+            Format::Avro => verify_avro(file),
+        };
+        match verified {
             Ok(v) => out.line(format_args!(
-                "OK      {}  ({} records, {} framed{})",
+                "OK      {}  ({} records, {})",
                 file.display(),
                 fmt::count(v.records),
-                fmt::bytes(v.bytes),
-                if v.index { ", index matches" } else { "" }
+                v.details
             ))?,
             Err(f) => {
-                out.line(format_args!(
-                    "FAILED  {}  {}",
-                    file.display(),
-                    f.describe(file)
-                ))?;
+                out.line(format_args!("FAILED  {}  {}", file.display(), f.describe()))?;
                 failures.push((file.clone(), f));
             }
         }
@@ -146,6 +190,6 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     Err(anyhow::anyhow!(
         "verify failed: {}: {}{more}",
         file.display(),
-        first.describe(file)
+        first.describe()
     ))
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::support::{case, grist, tfrecord_cases};
+use crate::support::{BENCH_KEYS, bench_json, case, grist, tfrecord_cases};
 
 #[test]
 fn count_matches_the_corpus() {
@@ -240,22 +240,6 @@ fn inspect_sequence_examples() {
     .assert_ok("table");
 }
 
-fn bench_json(spec: &Path, file: &Path, extra: &[&str]) -> Value {
-    let mut args: Vec<std::ffi::OsString> = vec![
-        "bench".into(),
-        "--json".into(),
-        "--spec".into(),
-        spec.into(),
-    ];
-    args.extend(extra.iter().map(Into::into));
-    args.push(file.into());
-    let run = grist(args);
-    run.assert_ok("bench");
-    let lines = run.json_lines();
-    assert_eq!(lines.len(), 1);
-    lines[0].clone()
-}
-
 #[test]
 fn gen_then_cat_count_and_bench() {
     let dir = tempfile::tempdir().unwrap();
@@ -335,17 +319,7 @@ fn gen_then_cat_count_and_bench() {
 
     // bench --json: exactly the documented keys, one pass with
     // --min-seconds 0.
-    let keys: BTreeSet<&str> = [
-        "records",
-        "batches",
-        "seconds",
-        "records_per_s",
-        "bytes_per_s",
-        "threads",
-        "batch_size",
-        "median_batch_ms",
-    ]
-    .into();
+    let keys: BTreeSet<&str> = BENCH_KEYS.into();
     let doc = bench_json(&spec, &plain, &["--min-seconds", "0", "--batch-size", "64"]);
     let got: BTreeSet<&str> = doc
         .as_object()
@@ -416,13 +390,41 @@ fn demo_writes_reads_back_and_checks() {
         keep.as_os_str(),
     ]);
     run.assert_ok("demo");
-    assert_eq!(run.stdout.matches(" OK ").count(), 2, "{}", run.stdout);
+    // Four files read back: TFRecord plain and GZIP, Avro null and deflate.
+    assert_eq!(run.stdout.matches(" OK ").count(), 4, "{}", run.stdout);
     assert!(run.stdout.contains("grist bench"), "{}", run.stdout);
-    assert!(keep.join("prod19.tfrecord").exists());
-    assert!(keep.join("prod19.tfrecord.gz").exists());
+    for name in [
+        "prod19.tfrecord",
+        "prod19.tfrecord.gz",
+        "prod19.avro",
+        "prod19.deflate.avro",
+        "prod19.spec.json",
+        "prod19.avro.spec.json",
+    ] {
+        assert!(keep.join(name).exists(), "{name}");
+    }
+    // The Avro files are the ones `gen` writes.
+    let gen_dir = dir.path().join("gen");
+    grist([
+        "gen".as_ref(),
+        "prod19".as_ref(),
+        "--format".as_ref(),
+        "avro".as_ref(),
+        "--codec".as_ref(),
+        "deflate".as_ref(),
+        "--records".as_ref(),
+        "2500".as_ref(),
+        "--out".as_ref(),
+        gen_dir.as_os_str(),
+    ])
+    .assert_ok("gen avro");
+    assert_eq!(
+        std::fs::read(keep.join("prod19.deflate.avro")).unwrap(),
+        std::fs::read(gen_dir.join("prod19.deflate.avro")).unwrap()
+    );
 
     // Without --dir nothing is left behind (the temporary folder goes).
     let run = grist(["demo", "--records", "300", "--threads", "1"]);
     run.assert_ok("demo in a temporary folder");
-    assert_eq!(run.stdout.matches(" OK ").count(), 2, "{}", run.stdout);
+    assert_eq!(run.stdout.matches(" OK ").count(), 4, "{}", run.stdout);
 }

@@ -1,70 +1,10 @@
-//! `grist cat` against the golden corpus: parsed batches (`--spec`),
-//! framing (`--raw`) and generic records (`--records`).
+//! `grist cat` against the TFRecord cases of the golden corpus: parsed
+//! batches (`--spec`), framing (`--raw`) and generic records
+//! (`--records`).
 
 use serde_json::Value;
 
-use crate::support::{Case, assert_json_eq, case, grist, tfrecord_cases};
-
-/// The feature a TensorFlow per-record error message names (`Key: x,` or
-/// `Feature: x (`), if any.
-fn feature_in_message(message: &str) -> Option<String> {
-    for marker in ["Key: ", "Feature: "] {
-        if let Some(at) = message.find(marker) {
-            let rest = &message[at + marker.len()..];
-            let name: String = rest
-                .chars()
-                .take_while(|c| !matches!(c, ',' | ' ' | '.'))
-                .collect();
-            if !name.is_empty() {
-                return Some(name);
-            }
-        }
-    }
-    None
-}
-
-fn check_parse(case: &Case, parse: &Value, threads: u32, dir: &std::path::Path) {
-    let id = parse["id"].as_str().unwrap_or("?");
-    let what = format!("{} / {id} / {threads} threads", case.name);
-    let spec = dir.join(format!("{}-{id}.json", case.name));
-    std::fs::write(&spec, serde_json::to_string(parse).unwrap()).unwrap();
-    let mut args = vec![
-        "cat".into(),
-        "--spec".into(),
-        spec.into_os_string(),
-        "--threads".into(),
-        threads.to_string().into(),
-    ];
-    args.extend(case.files.iter().map(|f| f.clone().into_os_string()));
-    let run = grist(args);
-    let lines = run.json_lines();
-    let batches = parse["batches"].as_array().cloned().unwrap_or_default();
-    if parse["outcome"] == "ok" {
-        run.assert_ok(&what);
-        assert_eq!(lines.len(), batches.len(), "{what}: batch count");
-    } else {
-        run.assert_failed(&what);
-        let error = &parse["error"];
-        let before = error["batches_before_error"].as_u64().unwrap() as usize;
-        assert_eq!(lines.len(), before, "{what}: batches before the error");
-        let message = error["message"].as_str().unwrap_or("");
-        if let Some(feature) = feature_in_message(message) {
-            // A per-record error: the message names the file, the record
-            // and the feature.
-            assert!(
-                run.stderr.contains(&feature),
-                "{what}: {} does not name {feature}",
-                run.stderr
-            );
-            assert!(run.stderr.contains("record "), "{what}: {}", run.stderr);
-            let file = case.files[0].display().to_string();
-            assert!(run.stderr.contains(&file), "{what}: {}", run.stderr);
-        }
-    }
-    for (i, (want, got)) in batches.iter().zip(&lines).enumerate() {
-        assert_json_eq(want, got, &format!("{what}: batch {i}"));
-    }
-}
+use crate::support::{assert_json_eq, case, check_parse, grist, tfrecord_cases};
 
 #[test]
 fn cat_spec_matches_every_parse() {

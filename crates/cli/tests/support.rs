@@ -13,7 +13,8 @@ pub fn corpus_dir() -> PathBuf {
     ))
 }
 
-/// One TFRecord case of the manifest, with its expectations loaded.
+/// One case of the manifest (TFRecord or Avro), with its expectations
+/// loaded.
 pub struct Case {
     /// The case name.
     pub name: String,
@@ -61,11 +62,29 @@ fn read_json(path: &Path) -> Value {
 
 /// Every TFRecord case of the manifest.
 pub fn tfrecord_cases() -> Vec<Case> {
+    cases("tfrecord")
+}
+
+/// Every Avro case of the manifest.
+pub fn avro_cases() -> Vec<Case> {
+    cases("avro")
+}
+
+/// The Avro case called `name`.
+pub fn avro_case(name: &str) -> Case {
+    avro_cases()
+        .into_iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no avro case {name}"))
+}
+
+/// Every case of one section (`tfrecord`, `avro`) of the manifest.
+fn cases(section: &str) -> Vec<Case> {
     let root = corpus_dir();
     let manifest = read_json(&root.join("manifest.json"));
-    let cases = manifest["sections"]["tfrecord"]
+    let cases = manifest["sections"][section]
         .as_array()
-        .expect("tfrecord section");
+        .unwrap_or_else(|| panic!("no {section} section"));
     assert!(!cases.is_empty());
     cases
         .iter()
@@ -169,4 +188,99 @@ pub fn assert_json_eq(expected: &Value, actual: &Value, what: &str) {
     if let Err(m) = grist_tensor::json::compare_json(expected, actual) {
         panic!("{what}: {m}");
     }
+}
+
+/// The feature a reference reader's per-record error message names, if
+/// any: TensorFlow's `Key: x,` / `Feature: x (`, ATDS's `decode feature
+/// x.`.
+fn feature_in_message(message: &str) -> Option<String> {
+    for marker in ["Key: ", "Feature: ", "decode feature "] {
+        if let Some(at) = message.find(marker) {
+            let rest = &message[at + marker.len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| !matches!(c, ',' | ' ' | '.'))
+                .collect();
+            if !name.is_empty() {
+                return Some(name);
+            }
+        }
+    }
+    None
+}
+
+/// Runs `grist cat --spec` for one parse of a case on `threads` threads
+/// and checks every batch (and the error, if the parse fails) against the
+/// manifest.
+pub fn check_parse(case: &Case, parse: &Value, threads: u32, dir: &Path) {
+    let id = parse["id"].as_str().unwrap_or("?");
+    let what = format!("{} / {id} / {threads} threads", case.name);
+    let spec = dir.join(format!("{}-{id}.json", case.name));
+    std::fs::write(&spec, serde_json::to_string(parse).unwrap()).unwrap();
+    let mut args = vec![
+        "cat".into(),
+        "--spec".into(),
+        spec.into_os_string(),
+        "--threads".into(),
+        threads.to_string().into(),
+    ];
+    args.extend(case.files.iter().map(|f| f.clone().into_os_string()));
+    let run = grist(args);
+    let lines = run.json_lines();
+    let batches = parse["batches"].as_array().cloned().unwrap_or_default();
+    if parse["outcome"] == "ok" {
+        run.assert_ok(&what);
+        assert_eq!(lines.len(), batches.len(), "{what}: batch count");
+    } else {
+        run.assert_failed(&what);
+        let error = &parse["error"];
+        let before = error["batches_before_error"].as_u64().unwrap() as usize;
+        assert_eq!(lines.len(), before, "{what}: batches before the error");
+        let message = error["message"].as_str().unwrap_or("");
+        if let Some(feature) = feature_in_message(message) {
+            // A per-record error: the message names the file, the record
+            // and the feature.
+            assert!(
+                run.stderr.contains(&feature),
+                "{what}: {} does not name {feature}",
+                run.stderr
+            );
+            assert!(run.stderr.contains("record "), "{what}: {}", run.stderr);
+            let file = case.files[0].display().to_string();
+            assert!(run.stderr.contains(&file), "{what}: {}", run.stderr);
+        }
+    }
+    for (i, (want, got)) in batches.iter().zip(&lines).enumerate() {
+        assert_json_eq(want, got, &format!("{what}: batch {i}"));
+    }
+}
+
+/// The keys of `grist bench --json`, whatever the format.
+pub const BENCH_KEYS: [&str; 8] = [
+    "records",
+    "batches",
+    "seconds",
+    "records_per_s",
+    "bytes_per_s",
+    "threads",
+    "batch_size",
+    "median_batch_ms",
+];
+
+/// Runs `grist bench --json --spec SPEC EXTRA... FILE` and returns its one
+/// JSON line.
+pub fn bench_json(spec: &Path, file: &Path, extra: &[&str]) -> Value {
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "bench".into(),
+        "--json".into(),
+        "--spec".into(),
+        spec.into(),
+    ];
+    args.extend(extra.iter().map(Into::into));
+    args.push(file.into());
+    let run = grist(args);
+    run.assert_ok("bench");
+    let lines = run.json_lines();
+    assert_eq!(lines.len(), 1);
+    lines[0].clone()
 }

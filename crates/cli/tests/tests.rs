@@ -1,7 +1,8 @@
 //! Integration tests of the `grist` binary: the golden corpus
-//! (`../shared/corpus`) through `grist cat`, and smoke tests of the other
-//! commands.
+//! (`../shared/corpus`) through `grist cat` and the other commands, for
+//! TFRecord and Avro, and smoke tests of the other commands.
 
+mod avro;
 mod commands;
 mod corpus;
 mod support;
