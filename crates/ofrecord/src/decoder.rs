@@ -290,7 +290,18 @@ impl OfRecordDecoder {
             index: out.rows() as i64,
         };
         for (c, (col, builder)) in self.plan.columns.iter().zip(out.columns_mut()).enumerate() {
-            fill(col, &mut builder.builder, &row, &mut self.scratch).map_err(|p| (c, p))?;
+            if let Err(p) = fill(col, &mut builder.builder, &row, &mut self.scratch) {
+                // A record protobuf cannot parse is reported as such, also
+                // when a feature error came first.
+                if let Some(e) = self.slots.iter().find_map(|(seen, f)| {
+                    (*seen == self.generation)
+                        .then(|| wire::validate(rec, f).err())
+                        .flatten()
+                }) {
+                    return Err((c, Problem::Wire(e)));
+                }
+                return Err((c, p));
+            }
         }
         Ok(())
     }

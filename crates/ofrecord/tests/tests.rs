@@ -3,6 +3,8 @@
 
 mod corpus;
 mod decoders;
+mod differential;
 mod specs;
 mod support;
+mod truncation;
 mod writer;
