@@ -362,7 +362,8 @@ impl<'a> Cursor<'a> {
         let v = match &s.nodes[id] {
             Node::Null => Value::Null,
             Node::Boolean => match self.take(1)?[0] {
-                b @ (0 | 1) => Value::Bool(b == 1),
+                b @ (0 | 1) if build => Value::Bool(b == 1),
+                0 | 1 => Value::Null,
                 _ => {
                     self.pos -= 1;
                     return Err(self.fault("boolean byte is neither 0 nor 1"));
@@ -378,6 +379,11 @@ impl<'a> Cursor<'a> {
                 Value::from(v)
             }
             Node::Long => Value::from(self.long()?),
+            // Skipping, fixed-width values are only stepped over.
+            Node::Float | Node::Double | Node::Fixed(_) if !build => {
+                self.take(s.min_size[id])?;
+                Value::Null
+            }
             Node::Float => {
                 let b = self.take(4)?;
                 float_to_json(f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64)
@@ -386,11 +392,18 @@ impl<'a> Cursor<'a> {
                 let b: [u8; 8] = self.take(8)?.try_into().unwrap_or_default();
                 float_to_json(f64::from_le_bytes(b))
             }
-            Node::Bytes | Node::String => bytes_to_json(self.bytes()?),
+            Node::Bytes | Node::String => {
+                let b = self.bytes()?;
+                if build { bytes_to_json(b) } else { Value::Null }
+            }
             Node::Fixed(n) => bytes_to_json(self.take(*n)?),
             Node::Enum(symbols) => {
                 let i = self.index(symbols.len(), "enum index out of range")?;
-                Value::String(symbols[i].clone())
+                if build {
+                    Value::String(symbols[i].clone())
+                } else {
+                    Value::Null
+                }
             }
             Node::Union(branches) => {
                 let i = self.index(branches.len(), "union branch index out of range")?;
@@ -412,6 +425,13 @@ impl<'a> Cursor<'a> {
                     let n = self.block_count(s.min_size[items])?;
                     if n == 0 {
                         break;
+                    }
+                    if !build
+                        && matches!(s.nodes[items], Node::Float | Node::Double | Node::Fixed(_))
+                    {
+                        // The count was checked against the bytes left.
+                        self.take(n * s.min_size[items])?;
+                        continue;
                     }
                     for _ in 0..n {
                         let v = self.value(s, items, depth + 1, build)?;
