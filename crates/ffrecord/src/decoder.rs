@@ -4,6 +4,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use grist_ofrecord::OfRecordDecoder;
 use grist_tensor::{
     Batch, BatchBuilder, Chunk, ColumnBuilder, DType, DenseBuilder, FeatureSpec, Section,
     TensorError, Values,
@@ -15,7 +16,8 @@ use crate::reader::Sample;
 
 /// Decodes sample payloads into batch rows: serialized
 /// `tf.train.Example`s (or `SequenceExample`s) with grist-tfrecord's
-/// parser, or raw little-endian tensor bytes.
+/// parser, serialized OneFlow `OFRecord`s with grist-ofrecord's, or raw
+/// little-endian tensor bytes.
 ///
 /// Build it once from the specs, then decode many samples: a batch read
 /// by index with [`decode_samples`](Self::decode_samples), or the chunks
@@ -48,6 +50,9 @@ pub enum PayloadDecoder {
     /// payloads, parsed as `tf.io.parse_example` /
     /// `tf.io.parse_sequence_example` would.
     Example(ExampleDecoder),
+    /// Serialized OneFlow `OFRecord` payloads, decoded by grist feature
+    /// specs or OneFlow's raw and bytes decoders.
+    OfRecord(OfRecordDecoder),
     /// Raw little-endian tensor bytes of one dtype and shape.
     Raw(RawDecoder),
 }
@@ -60,6 +65,19 @@ impl PayloadDecoder {
             .map_err(spec_error)
     }
 
+    /// A decoder of serialized `OFRecord` payloads for `specs` (for
+    /// OneFlow's raw and bytes decoders, build an [`OfRecordDecoder`] with
+    /// [`OfRecordDecoder::with_fields`] and wrap it in
+    /// [`PayloadDecoder::OfRecord`]).
+    pub fn ofrecord(specs: &[FeatureSpec]) -> Result<Self> {
+        OfRecordDecoder::new(specs)
+            .map(PayloadDecoder::OfRecord)
+            .map_err(|e| match e {
+                grist_ofrecord::Error::Spec(s) => Error::Spec(s),
+                other => ofrecord_error(other, None),
+            })
+    }
+
     /// A decoder of raw tensor payloads for one dense `spec` (see
     /// [`RawDecoder::new`]).
     pub fn raw(spec: &FeatureSpec) -> Result<Self> {
@@ -70,6 +88,7 @@ impl PayloadDecoder {
     pub fn specs(&self) -> &[FeatureSpec] {
         match self {
             PayloadDecoder::Example(d) => d.specs(),
+            PayloadDecoder::OfRecord(d) => d.specs(),
             PayloadDecoder::Raw(d) => &d.spec,
         }
     }
@@ -79,6 +98,7 @@ impl PayloadDecoder {
     pub fn new_batch(&self, rows: usize) -> BatchBuilder {
         match self {
             PayloadDecoder::Example(d) => d.new_batch(rows),
+            PayloadDecoder::OfRecord(d) => d.new_batch(rows),
             PayloadDecoder::Raw(d) => d.new_batch(rows),
         }
     }
@@ -99,6 +119,13 @@ impl PayloadDecoder {
             PayloadDecoder::Example(d) => d
                 .decode(payload, &Location::new(file.clone(), sample), out)
                 .map_err(|e| example_error(e, index)),
+            PayloadDecoder::OfRecord(d) => d
+                .decode(
+                    payload,
+                    &grist_ofrecord::Location::new(file.clone(), sample),
+                    out,
+                )
+                .map_err(|e| ofrecord_error(e, index)),
             PayloadDecoder::Raw(d) => d.decode(payload, file, sample, index, out),
         }
     }
@@ -116,6 +143,9 @@ impl PayloadDecoder {
             PayloadDecoder::Example(d) => d
                 .finish(out, file, sample)
                 .map_err(|e| example_error(e, index)),
+            PayloadDecoder::OfRecord(d) => d
+                .finish(out, file, sample)
+                .map_err(|e| ofrecord_error(e, index)),
             PayloadDecoder::Raw(_) => out.finish().map_err(Error::Spec),
         }
     }
@@ -125,6 +155,7 @@ impl PayloadDecoder {
     pub fn decode_samples(&mut self, samples: &[Sample]) -> Result<Batch> {
         let mut out = match self {
             PayloadDecoder::Example(d) => d.recycled_batch(samples.len()),
+            PayloadDecoder::OfRecord(d) => d.recycled_batch(samples.len()),
             PayloadDecoder::Raw(d) => d.new_batch(samples.len()),
         };
         for s in samples {
@@ -138,11 +169,13 @@ impl PayloadDecoder {
     }
 
     /// Gives a finished batch's memory back for the next
-    /// [`decode_samples`](Self::decode_samples) to reuse (tf.Example
-    /// payloads; a no-op for raw ones).
+    /// [`decode_samples`](Self::decode_samples) to reuse (tf.Example and
+    /// OFRecord payloads; a no-op for raw ones).
     pub fn recycle(&mut self, batch: Batch) {
-        if let PayloadDecoder::Example(d) = self {
-            d.recycle(batch);
+        match self {
+            PayloadDecoder::Example(d) => d.recycle(batch),
+            PayloadDecoder::OfRecord(d) => d.recycle(batch),
+            PayloadDecoder::Raw(_) => {}
         }
     }
 }
@@ -151,6 +184,13 @@ fn spec_error(e: grist_tfrecord::Error) -> Error {
     match e {
         grist_tfrecord::Error::Spec(s) => Error::Spec(s),
         other => example_error(other, None),
+    }
+}
+
+fn ofrecord_error(e: grist_ofrecord::Error, index: Option<u64>) -> Error {
+    Error::OfRecord {
+        index,
+        source: Box::new(e),
     }
 }
 

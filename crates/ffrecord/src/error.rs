@@ -229,6 +229,17 @@ pub enum Error {
         /// The tf.Example decoder's error.
         source: Box<grist_tfrecord::Error>,
     },
+    /// A sample's payload is not a valid OFRecord for the decoder's fields
+    /// (the cause names the file, the sample as its record and the
+    /// feature).
+    #[error("{source}{}", example_suffix(*index))]
+    OfRecord {
+        /// The sample's number in the dataset, when known (chunks know only
+        /// the number within the file).
+        index: Option<u64>,
+        /// The OFRecord decoder's error.
+        source: Box<grist_ofrecord::Error>,
+    },
     /// A sample's payload does not fit a raw tensor spec.
     #[error("{file}: sample {sample}{}: feature {feature:?}: {problem}", index_suffix(*sample, *index))]
     RawPayload {
@@ -350,6 +361,12 @@ impl Error {
                 grist_tfrecord::Error::Spec(_) => ErrorKind::Argument,
                 _ => ErrorKind::Payload,
             },
+            Error::OfRecord { source, .. } => match **source {
+                grist_ofrecord::Error::BatchTooLarge { .. }
+                | grist_ofrecord::Error::RecordTooLarge { .. } => ErrorKind::Limit,
+                grist_ofrecord::Error::Spec(_) => ErrorKind::Argument,
+                _ => ErrorKind::Payload,
+            },
             Error::RawPayload { .. } => ErrorKind::Payload,
             Error::IndexOutOfRange { .. }
             | Error::NoFiles { .. }
@@ -379,6 +396,7 @@ impl Error {
             | Error::SampleTooLarge { at, .. } => Some(&at.file),
             Error::RawPayload { file, .. } => Some(file),
             Error::Example { source, .. } => source.location().map(|l| &l.file),
+            Error::OfRecord { source, .. } => source.location().map(|l| &l.file),
             Error::IndexOutOfRange { .. } | Error::Spec(_) => None,
         }
     }

@@ -12,7 +12,8 @@
 //! [`FfrSource`] hands the loader [`grist_tensor::Chunk`]s of consecutive
 //! samples. Payloads are opaque bytes: a [`PayloadDecoder`] turns them
 //! into a [`grist_tensor::Batch`] (serialized `tf.train.Example`s through
-//! grist-tfrecord's parser, or raw little-endian tensors). An
+//! grist-tfrecord's parser, serialized OneFlow `OFRecord`s through
+//! grist-ofrecord's, or raw little-endian tensors). An
 //! [`FfrWriter`] writes files byte-identical to the original's, with or
 //! without knowing `N` up front, atomically.
 //!
@@ -50,7 +51,7 @@
 //! |---|---|
 //! | [`FfrReader`] | opens files or folders, validates headers, reads samples by number |
 //! | [`FfrSource`] | the samples in order, as chunks for the loader |
-//! | [`PayloadDecoder`] | sample payloads into batches (tf.Example, raw tensors) |
+//! | [`PayloadDecoder`] | sample payloads into batches (tf.Example, OFRecord, raw tensors) |
 //! | [`FfrWriter`] | writes files, atomically, byte-identical to the original |
 //! | [`HeaderDecoder`] | the sans-I/O header parser under the reader |
 //!

@@ -444,22 +444,34 @@ impl FfrReader {
     /// sample against [`Limits::max_record_bytes`]. Memory-mapped (and
     /// in-memory) files are sliced without copying.
     ///
-    /// Fails on the first index out of range, or on the first sample (in
-    /// the order asked) whose checksum does not match.
+    /// Fails on the first index (in the order asked) that is out of range,
+    /// over the limit, or whose sample's checksum does not match; or when
+    /// the batch is over the allocation limit or a read fails.
     pub fn read(&self, indices: &[u64]) -> Result<Vec<Sample>> {
         let inner = &*self.inner;
         let limits = inner.options.limits;
         let mut wants = Vec::with_capacity(indices.len());
+        // An index out of range or a sample over the limit fails the batch,
+        // but only after the samples asked for before it (which may fail
+        // first).
+        let mut later = None;
         for &index in indices {
-            let (f, local) = self.find(index)?;
+            let (f, local) = match self.find(index) {
+                Ok(found) => found,
+                Err(e) => {
+                    later = Some(e);
+                    break;
+                }
+            };
             let range = self.range(f, local);
             let len = range.end - range.start;
             if len > limits.max_record_bytes() {
-                return Err(Error::SampleTooLarge {
+                later = Some(Error::SampleTooLarge {
                     at: self.at(f, local, index),
                     len,
                     max: limits.max_record_bytes(),
                 });
+                break;
             }
             wants.push(Want {
                 file: f,
@@ -486,7 +498,10 @@ impl FfrReader {
             }
             out.push(Sample { at, data });
         }
-        Ok(out)
+        match later {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
     }
 
     fn at(&self, f: usize, local: u64, index: u64) -> SampleAt {

@@ -326,3 +326,149 @@ fn raw_payloads_of_the_wrong_size_or_bad_bools_are_errors() {
         );
     }
 }
+
+/// The expected rows with OneFlow's unwritten elements (null) as zeros.
+fn zero_unwritten(rows: &Value) -> Value {
+    match rows {
+        Value::Null => serde_json::json!(0),
+        Value::Array(items) => Value::Array(items.iter().map(zero_unwritten).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The rows of a dense column, as JSON lists.
+fn rows_of(t: &grist_tensor::Tensor) -> Value {
+    let d = t.as_dense().expect("a dense column");
+    let rows = d.shape[0];
+    let row_len = d.values.len().checked_div(rows).unwrap_or(0);
+    let all = grist_tensor::json::values_to_json(&d.values);
+    let all = all.as_array().unwrap();
+    Value::Array(
+        (0..rows)
+            .map(|r| Value::Array(all[r * row_len..(r + 1) * row_len].to_vec()))
+            .collect(),
+    )
+}
+
+#[test]
+fn ofrecord_corpus_records_stored_as_samples_decode_as_oneflow_does() {
+    use base64::Engine as _;
+    let dir = corpus_root().join("ofrecord");
+    let out_dir = temp_dir();
+    let mut runs = 0;
+    let mut names: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".expected.json"))
+        .collect();
+    names.sort();
+    for path in names {
+        let case = read_json(&path);
+        let decoder_runs = case["decoder_runs"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        if decoder_runs.is_empty() {
+            continue;
+        }
+        // The records of every part, in dataset order, as FFRecord samples.
+        let mut records = Vec::new();
+        for part in case["parts"].as_array().unwrap() {
+            let file = dir.join(part["file"].as_str().unwrap());
+            let mut reader = grist_ofrecord::RecordReader::open(&file, Default::default()).unwrap();
+            while let Some(r) = reader.next_record().unwrap() {
+                records.push(r.payload.to_vec());
+            }
+        }
+        let ffr = out_dir
+            .path()
+            .join(format!("{}.ffr", case["case"].as_str().unwrap()));
+        fs::write(&ffr, encode_file(records.iter().map(|r| &r[..]))).unwrap();
+        let reader = FfrReader::open(&ffr, ReaderOptions::default()).unwrap();
+        let all: Vec<u64> = (0..reader.len()).collect();
+        let samples = reader.read(&all).unwrap();
+        for run in decoder_runs {
+            runs += 1;
+            let what = format!("{}: {run}", path.display());
+            let field = grist_ofrecord::Field::from_json(run).unwrap();
+            let decoder =
+                grist_ofrecord::OfRecordDecoder::with_fields(std::slice::from_ref(&field)).unwrap();
+            let mut decoder = PayloadDecoder::OfRecord(decoder);
+            let result = &run["result"];
+            match decoder.decode_samples(&samples) {
+                Ok(batch) => {
+                    assert_eq!(result["ok"], true, "{what}");
+                    let column = batch.get(field.name()).unwrap();
+                    if let Some(b64) = result.get("values_b64") {
+                        let Values::String(s) = &column.as_dense().unwrap().values else {
+                            panic!("{what}: not a string column");
+                        };
+                        let got: Vec<Value> = s
+                            .iter()
+                            .map(|b| base64::engine::general_purpose::STANDARD.encode(b).into())
+                            .collect();
+                        assert_eq!(Value::Array(got), *b64, "{what}");
+                    } else if let Err(m) =
+                        compare_json(&zero_unwritten(&result["rows"]), &rows_of(column))
+                    {
+                        panic!("{what}: {m}");
+                    }
+                }
+                Err(e) => {
+                    assert_eq!(result["ok"], false, "{what}: {e}");
+                    assert_eq!(e.kind().name(), "payload", "{what}: {e}");
+                    let Error::OfRecord { index, source } = &e else {
+                        panic!("{what}: {e}");
+                    };
+                    assert_eq!(result["error"], source.kind(), "{what}: {e}");
+                    assert_eq!(result["record"], index.unwrap(), "{what}: {e}");
+                    assert!(e.to_string().contains(".ffr: record"), "{e}");
+                }
+            }
+        }
+    }
+    assert!(runs >= 10, "only {runs} decoder runs");
+}
+
+#[test]
+fn random_batches_of_ofrecords_decode_like_the_ofrecord_decoder() {
+    let mut rng = Rng(5);
+    let records: Vec<Vec<u8>> = (0..200)
+        .map(|i| {
+            let n = rng.below(4) as usize;
+            grist_ofrecord::RecordBuilder::new()
+                .with_int64s("id", [i])
+                .with_floats("x", (0..n).map(|k| k as f32))
+                .encode()
+        })
+        .collect();
+    let specs = [
+        FeatureSpec::dense("id", DType::Int64, []),
+        FeatureSpec::varlen("x", DType::Float32),
+    ];
+    let file = encode_file(records.iter().map(|r| &r[..]));
+    let reader = FfrReader::from_bytes("of.ffr", file.into(), ReaderOptions::default()).unwrap();
+    let mut decoder = PayloadDecoder::ofrecord(&specs).unwrap();
+    let mut reference = grist_ofrecord::OfRecordDecoder::new(&specs).unwrap();
+    let name: Arc<str> = "of.ffr".into();
+    for _ in 0..10 {
+        let indices: Vec<u64> = (0..256).map(|_| rng.below(200)).collect();
+        let got = decoder
+            .decode_samples(&reader.read(&indices).unwrap())
+            .unwrap();
+        let want = reference
+            .decode_batch(&name, 0, indices.iter().map(|&i| &records[i as usize][..]))
+            .unwrap();
+        assert_eq!(got, want);
+        decoder.recycle(got);
+    }
+    // A sample that is not an OFRecord fails naming the file and sample.
+    let bad = encode_file([&records[0][..], b"\x0f\x01"]);
+    let reader = FfrReader::from_bytes("bad.ffr", bad.into(), ReaderOptions::default()).unwrap();
+    let e = decoder
+        .decode_samples(&reader.read(&[0, 1]).unwrap())
+        .unwrap_err();
+    assert!(matches!(e, Error::OfRecord { index: Some(1), .. }), "{e}");
+    assert!(e.to_string().contains("bad.ffr: record 1"), "{e}");
+    assert_eq!(e.kind().name(), "payload");
+}
