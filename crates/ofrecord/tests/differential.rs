@@ -122,75 +122,40 @@ fn field(num: u32, wt: u8, body: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(body);
 }
 
-/// One list message, its values split into `runs` fields, each packed or
-/// not.
+/// One list message, its values split into `packed.len()` runs, each
+/// packed or not (bytes values are never packed).
 fn list(v: &FeatureValue, packed: &[bool]) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    let chunks = |n: usize| {
-        let runs = packed.len().max(1);
-        (0..runs).map(move |r| (r * n / runs)..((r + 1) * n / runs))
+    // Each value's encoding and the wire type of an unpacked value.
+    let (values, wt): (Vec<Vec<u8>>, u8) = match v {
+        FeatureValue::None => (vec![], 2),
+        FeatureValue::Bytes(b) => (b.clone(), 2),
+        FeatureValue::Float(f) => (f.iter().map(|x| x.to_le_bytes().to_vec()).collect(), 5),
+        FeatureValue::Double(f) => (f.iter().map(|x| x.to_le_bytes().to_vec()).collect(), 1),
+        FeatureValue::Int32(x) => (
+            x.iter().map(|&i| varint_bytes(i as i64 as u64)).collect(),
+            0,
+        ),
+        FeatureValue::Int64(x) => (x.iter().map(|&i| varint_bytes(i as u64)).collect(), 0),
     };
-    match v {
-        FeatureValue::None => {}
-        FeatureValue::Bytes(b) => {
-            for x in b {
-                field(1, 2, x, &mut out);
-            }
-        }
-        FeatureValue::Float(f) => {
-            for range in chunks(f.len()) {
-                let packed = packed.get(i).copied().unwrap_or(true);
-                i += 1;
-                if packed {
-                    let body: Vec<u8> = f[range].iter().flat_map(|x| x.to_le_bytes()).collect();
-                    field(1, 2, &body, &mut out);
-                } else {
-                    for x in &f[range] {
-                        field(1, 5, &x.to_le_bytes(), &mut out);
-                    }
-                }
-            }
-        }
-        FeatureValue::Double(f) => {
-            for range in chunks(f.len()) {
-                let packed = packed.get(i).copied().unwrap_or(true);
-                i += 1;
-                if packed {
-                    let body: Vec<u8> = f[range].iter().flat_map(|x| x.to_le_bytes()).collect();
-                    field(1, 2, &body, &mut out);
-                } else {
-                    for x in &f[range] {
-                        field(1, 1, &x.to_le_bytes(), &mut out);
-                    }
-                }
-            }
-        }
-        FeatureValue::Int32(_) | FeatureValue::Int64(_) => {
-            let ints: Vec<u64> = match v {
-                FeatureValue::Int32(x) => x.iter().map(|&i| i as i64 as u64).collect(),
-                FeatureValue::Int64(x) => x.iter().map(|&i| i as u64).collect(),
-                _ => unreachable!(),
-            };
-            for range in chunks(ints.len()) {
-                let packed = packed.get(i).copied().unwrap_or(true);
-                i += 1;
-                if packed {
-                    let mut body = Vec::new();
-                    for &x in &ints[range] {
-                        varint(x, &mut body);
-                    }
-                    field(1, 2, &body, &mut out);
-                } else {
-                    for &x in &ints[range] {
-                        let mut body = Vec::new();
-                        varint(x, &mut body);
-                        field(1, 0, &body, &mut out);
-                    }
-                }
+    let mut out = Vec::new();
+    let runs = packed.len().max(1);
+    let n = values.len();
+    for (r, &pack) in packed.iter().chain([&true]).take(runs).enumerate() {
+        let run = &values[r * n / runs..(r + 1) * n / runs];
+        if pack && wt != 2 {
+            field(1, 2, &run.concat(), &mut out);
+        } else {
+            for x in run {
+                field(1, wt, x, &mut out);
             }
         }
     }
+    out
+}
+
+fn varint_bytes(v: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    varint(v, &mut out);
     out
 }
 
