@@ -401,40 +401,47 @@ fn grow(out: &mut Vec<u8>, cap: usize) -> bool {
     true
 }
 
-/// Inflates a raw deflate stream into a buffer that grows with the output,
-/// stopping at the end of the stream (later bytes are ignored).
+/// Inflates a raw deflate stream, stopping at the end of the stream (later
+/// bytes are ignored). libdeflate inflates a whole block at once, about
+/// twice as fast as a streaming inflater, into a buffer sized from the
+/// previous block (`hint`) and the compressed size, grown (up to `cap`)
+/// and retried when the output does not fit.
 #[cfg(feature = "deflate")]
 fn inflate(block: &[u8], hint: usize, cap: usize) -> std::result::Result<Vec<u8>, Capped> {
-    use flate2::{Decompress, FlushDecompress, Status};
+    use libdeflater::{DecompressionError, Decompressor};
+    use std::cell::RefCell;
 
-    let mut out = Vec::with_capacity(hint);
-    let mut inflater = Decompress::new(false);
+    thread_local! {
+        // A decompressor holds ~10 kB of tables: one per thread.
+        static INFLATER: RefCell<Decompressor> = RefCell::new(Decompressor::new());
+    }
+    let limit = cap.saturating_add(1);
+    // Blocks of a file are about the same size (the writer's sync
+    // interval): a little over the previous one, else 4x the stored bytes.
+    let guess = match hint {
+        0 => block.len().saturating_mul(4),
+        h => h.saturating_add(h / 16),
+    }
+    .saturating_add(1024);
+    let mut size = guess.min(limit);
     loop {
-        if out.len() == out.capacity() && !grow(&mut out, cap) {
-            return Err(Capped::TooLarge);
-        }
-        let consumed = usize::try_from(inflater.total_in()).unwrap_or(usize::MAX);
-        let input = block.get(consumed..).unwrap_or_default();
-        let (in_before, out_before) = (inflater.total_in(), out.len());
-        let status = inflater
-            .decompress_vec(input, &mut out, FlushDecompress::None)
-            .map_err(|e| Capped::Corrupt(e.to_string()))?;
-        if out.len() > cap {
-            return Err(Capped::TooLarge);
-        }
-        match status {
-            Status::StreamEnd => return Ok(out),
-            Status::Ok | Status::BufError => {
-                let progress = inflater.total_in() != in_before || out.len() != out_before;
-                if !progress && out.len() < out.capacity() {
-                    // Room to write and nothing to read: the stream is cut.
-                    return Err(Capped::Corrupt(format!(
-                        "the deflate stream ends early (after {} of {} bytes, {} bytes out)",
-                        inflater.total_in(),
-                        block.len(),
-                        out.len()
-                    )));
-                }
+        let mut out = vec![0u8; size];
+        let result = INFLATER.with(|d| d.borrow_mut().deflate_decompress(block, &mut out));
+        match result {
+            Ok(n) if n <= cap => {
+                out.truncate(n);
+                return Ok(out);
+            }
+            Ok(_) => return Err(Capped::TooLarge),
+            Err(DecompressionError::InsufficientSpace) if size < limit => {
+                size = size.saturating_mul(4).min(limit);
+            }
+            Err(DecompressionError::InsufficientSpace) => return Err(Capped::TooLarge),
+            Err(DecompressionError::BadData) => {
+                return Err(Capped::Corrupt(format!(
+                    "invalid or truncated deflate stream ({} bytes)",
+                    block.len()
+                )));
             }
         }
     }
