@@ -1,4 +1,41 @@
 //! Avro object container files decoded straight into grist tensor batches.
+//!
+//! ```
+//! use grist_avro_tensor::{
+//!     AvroDecoder, BlockReader, ContainerWriter, ReaderOptions, WriterOptions, schema_for_specs,
+//! };
+//! use grist_tensor::FeatureSpec;
+//!
+//! let specs: Vec<FeatureSpec> = serde_json::from_str(
+//!     r#"[{"name": "id", "kind": "dense", "dtype": "int64", "shape": []},
+//!         {"name": "emb", "kind": "dense", "dtype": "float32", "shape": [2]}]"#,
+//! )?;
+//! // A file of two records {id: long, emb: array<float>}, datums by hand.
+//! let schema = schema_for_specs(&specs, "Row")?;
+//! let mut writer = ContainerWriter::new(Vec::new(), &schema, WriterOptions::default())?;
+//! for id in [1i64, 2] {
+//!     let mut datum = vec![(id * 2) as u8, 4]; // zig-zag id; a block of 2 items
+//!     datum.extend(0.5f32.to_le_bytes());
+//!     datum.extend((id as f32).to_le_bytes());
+//!     datum.push(0); // end of the array
+//!     writer.append_datum(&datum)?;
+//! }
+//! let (file, _) = writer.finish_into_inner()?;
+//!
+//! // Read it back: blocks from the container, rows into one batch.
+//! let mut reader = BlockReader::new(&file[..], "rows.avro", ReaderOptions::default())?;
+//! let mut decoder = AvroDecoder::new(&specs)?;
+//! decoder.add_schema(reader.name().clone(), &reader.header().schema_json)?;
+//! let mut out = decoder.new_batch(2);
+//! while let Some(block) = reader.next_block()? {
+//!     let n = block.record_count as usize;
+//!     let (file, index, first) = (reader.name(), block.index, block.first_record);
+//!     decoder.decode_block(file, index, first, &block.data, n, 0..n, &mut out)?;
+//! }
+//! let batch = decoder.finish(&mut out)?;
+//! assert_eq!(batch.rows(), 2);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
