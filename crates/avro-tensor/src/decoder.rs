@@ -587,8 +587,35 @@ fn sparse(
 ) -> Hot<()> {
     let rank = b.shape.len();
     let start = b.values.len();
+    let base = b.indices.len();
+    // Rank 1 (the common case): indices go straight into the COO buffer
+    // as (row, index) pairs, checked as they go.
+    let mut direct = 0usize;
+    let mut out_of_range = false;
     for part in parts {
         match part {
+            SparsePart::Index { k: 0, leaf } if rank == 1 => {
+                let size = b.shape[0] as u64;
+                loop {
+                    let count = r.block_count(1)?;
+                    if count == 0 {
+                        break;
+                    }
+                    let coo = &mut b.indices;
+                    coo.reserve(2 * count);
+                    let mut put = |i: i64| {
+                        out_of_range |= i as u64 >= size;
+                        coo.push(row);
+                        coo.push(i);
+                    };
+                    if matches!(leaf, Leaf::Int) {
+                        r.ints(count, |v| put(v as i64))?;
+                    } else {
+                        r.longs(count, &mut put)?;
+                    }
+                    direct += count;
+                }
+            }
             SparsePart::Index { k, leaf } => {
                 let out = &mut ids[*k];
                 out.clear();
@@ -616,45 +643,51 @@ fn sparse(
         }
     }
     let nnz = b.values.len() - start;
+    if rank == 1 {
+        if direct != nnz {
+            return Err(index_count_mismatch(0, direct, nnz));
+        }
+        if out_of_range {
+            let bad = b.indices[base..].iter().skip(1).step_by(2);
+            let bad = bad.copied().find(|&i| i as u64 >= b.shape[0] as u64);
+            return Err(index_out_of_range(0, bad.unwrap_or(-1), b.shape[0]));
+        }
+        return Ok(());
+    }
     for (k, id) in ids.iter().take(rank).enumerate() {
         if id.len() != nnz {
-            return Err(Fail::Feature(
-                0,
-                FeatureProblem::IndexCountMismatch {
-                    index: k,
-                    indices: id.len(),
-                    values: nnz,
-                },
-            ));
+            return Err(index_count_mismatch(k, id.len(), nnz));
         }
         if let Some(&bad) = id.iter().find(|&&i| i as u64 >= b.shape[k] as u64) {
-            return Err(Fail::Feature(
-                0,
-                FeatureProblem::IndexOutOfRange {
-                    index: k,
-                    value: bad,
-                    size: b.shape[k],
-                },
-            ));
+            return Err(index_out_of_range(k, bad, b.shape[k]));
         }
     }
     // Row-major COO: each entry's batch row (filled here), then its index
     // in every dimension.
-    let base = b.indices.len();
     b.indices.resize(base + nnz * (rank + 1), row);
-    let entries = b.indices[base..].chunks_exact_mut(rank + 1);
-    if rank == 1 {
-        for (entry, &i) in entries.zip(&ids[0]) {
-            entry[1] = i;
-        }
-    } else {
-        for (j, entry) in entries.enumerate() {
-            for (slot, id) in entry[1..].iter_mut().zip(ids.iter()) {
-                *slot = id[j];
-            }
+    for (j, entry) in b.indices[base..].chunks_exact_mut(rank + 1).enumerate() {
+        for (slot, id) in entry[1..].iter_mut().zip(ids.iter()) {
+            *slot = id[j];
         }
     }
     Ok(())
+}
+
+#[cold]
+fn index_count_mismatch(index: usize, indices: usize, values: usize) -> Fail {
+    Fail::Feature(
+        0,
+        FeatureProblem::IndexCountMismatch {
+            index,
+            indices,
+            values,
+        },
+    )
+}
+
+#[cold]
+fn index_out_of_range(index: usize, value: i64, size: i64) -> Fail {
+    Fail::Feature(0, FeatureProblem::IndexOutOfRange { index, value, size })
 }
 
 impl grist_tensor::Decoder for AvroDecoder {
