@@ -1,5 +1,13 @@
 //! Avro object container files decoded straight into grist tensor batches.
 //!
+//! [`BlockReader`] reads a file's header and blocks (checking sync markers,
+//! inflating each codec); [`AvroDecoder`] decodes a block's records into
+//! tensor columns by a plan compiled once per writer schema and feature
+//! specs; [`ContainerWriter`] writes files. To look at records one by one
+//! instead, [`DatumReader`] hands out each datum's bytes and
+//! [`DatumSchema`] decodes them generically ([`AvroValue`], or JSON in
+//! fastavro's form with [`datum_to_json`]).
+//!
 //! ```
 //! use grist_avro_tensor::{
 //!     AvroDecoder, BlockReader, ContainerWriter, ReaderOptions, WriterOptions, schema_for_specs,
@@ -54,6 +62,9 @@ mod encode;
 mod plan;
 mod schema;
 
+// -- datums read generically: boundaries, value trees, JSON --
+mod generic;
+
 pub use codec::Codec;
 pub use container::{
     Block, BlockDecoder, BlockReader, Blocks, Decoded, Header, MAGIC, RawBlock, ReaderOptions,
@@ -62,5 +73,6 @@ pub use container::{
 pub use decoder::AvroDecoder;
 pub use encode::{encode_batch, schema_for_specs};
 pub use error::{Error, FeatureProblem, Location, Result};
+pub use generic::{AvroValue, Datum, DatumReader, DatumSchema, datum_to_json};
 pub use source::AvroSource;
 pub use writer::{ContainerWriter, WriteSummary, WriterOptions};

@@ -1,0 +1,586 @@
+//! Avro datums read generically, by the writer schema alone: where each
+//! datum of a block starts and ends, and what each one holds, as a value
+//! tree ([`AvroValue`]) or as JSON in the form fastavro decodes records to
+//! (the corpus manifests' `avro.records`). The tensor decoder does not go
+//! through here; tools that show, count or check records do.
+//!
+//! Logical types are read as the types underneath, as they are on the
+//! wire (a `timestamp-millis` is its `long`, a `decimal` its bytes).
+//!
+//! Every length and count is checked against the bytes left before it is
+//! used, values nest at most 256 deep, and nothing is allocated beyond
+//! what the bytes present can hold. Items that take no bytes at all
+//! (`null`, records of nothing but such fields, `fixed` of size 0) are the
+//! exception the format allows: an array or map block of them may claim
+//! up to 2^32 items without a byte each. Finding datum boundaries steps
+//! over such a block at once; [`DatumSchema::decode`] builds a value per
+//! item and so takes at most as many of them, in one datum, as the datum
+//! has bytes (a limit of this module). A block whose datums take no bytes
+//! may hold at most as many records as it has bytes.
+
+use std::fmt;
+use std::fs::File;
+use std::io::Read;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+use grist_tensor::json::{bytes_to_json, float_to_json};
+use serde_json::{Map, Value};
+
+use crate::container::{Block, BlockReader, Header, ReaderOptions};
+use crate::datum::{DatumError, DatumResult, MAX_DEPTH, Reader};
+use crate::error::{Error, Location, Result};
+use crate::schema::{Node, Schema};
+
+/// A writer schema compiled for reading datums generically.
+///
+/// Cloning is cheap (the compiled schema is shared).
+///
+/// ```
+/// use grist_avro_tensor::{DatumSchema, Location, datum_to_json};
+///
+/// let schema = DatumSchema::parse(
+///     "mem",
+///     r#"{"type": "record", "name": "R", "fields": [
+///         {"name": "id", "type": "long"},
+///         {"name": "tag", "type": ["null", "string"]}]}"#,
+/// )?;
+/// // id 3, then branch 1 of the union: the string "ab".
+/// let datum = [0x06, 0x02, 0x04, b'a', b'b'];
+/// let at = Location::block("mem".into(), 0).with_record(0);
+/// let json = datum_to_json(&schema, &datum, &at)?;
+/// assert_eq!(json, serde_json::json!({"id": 3, "tag": "ab"}));
+/// # Ok::<(), grist_avro_tensor::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct DatumSchema {
+    schema: Arc<Schema>,
+}
+
+/// One decoded Avro value, borrowing strings, bytes, field names and enum
+/// symbols from the datum and the schema.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AvroValue<'a> {
+    /// `null`.
+    Null,
+    /// `boolean`.
+    Boolean(bool),
+    /// `int` (and the logical types over it, such as `date`).
+    Int(i32),
+    /// `long` (and the logical types over it, such as `timestamp-millis`).
+    Long(i64),
+    /// `float`.
+    Float(f32),
+    /// `double`.
+    Double(f64),
+    /// `bytes` (and the logical types over it, such as `decimal`).
+    Bytes(&'a [u8]),
+    /// `string`, as stored: not checked to be UTF-8.
+    String(&'a [u8]),
+    /// `fixed`.
+    Fixed(&'a [u8]),
+    /// `enum`: the symbol's index and the symbol.
+    Enum {
+        /// The index written.
+        index: usize,
+        /// The schema's symbol at that index.
+        symbol: &'a str,
+    },
+    /// `array`: the items, across all of the array's blocks.
+    Array(Vec<AvroValue<'a>>),
+    /// `map`: the entries in the order written (keys as stored), across
+    /// all of the map's blocks.
+    Map(Vec<(&'a [u8], AvroValue<'a>)>),
+    /// `record`: the fields in schema order.
+    Record(Vec<(&'a str, AvroValue<'a>)>),
+    /// A union: the branch written and its value.
+    Union {
+        /// The index of the branch.
+        branch: usize,
+        /// The branch's value.
+        value: Box<AvroValue<'a>>,
+    },
+}
+
+impl AvroValue<'_> {
+    /// The JSON form fastavro decodes this value to, as the corpus
+    /// manifests record it: numbers as JSON numbers (a float widened to
+    /// double; NaN and the infinities as the strings `"NaN"`,
+    /// `"Infinity"`, `"-Infinity"`), strings, bytes and fixed as a JSON
+    /// string when they are UTF-8 and `{"base64": ...}` otherwise, enums as
+    /// their symbol, arrays as arrays, maps and records as objects (map
+    /// keys that are not UTF-8 with U+FFFD for the bad bytes; of a key
+    /// written twice, the last), unions as the branch's value.
+    pub fn to_json(&self) -> Value {
+        match self {
+            AvroValue::Null => Value::Null,
+            AvroValue::Boolean(b) => Value::Bool(*b),
+            AvroValue::Int(i) => Value::from(*i),
+            AvroValue::Long(l) => Value::from(*l),
+            AvroValue::Float(x) => float_to_json(f64::from(*x)),
+            AvroValue::Double(x) => float_to_json(*x),
+            AvroValue::Bytes(b) | AvroValue::String(b) | AvroValue::Fixed(b) => bytes_to_json(b),
+            AvroValue::Enum { symbol, .. } => Value::String((*symbol).to_string()),
+            AvroValue::Array(items) => Value::Array(items.iter().map(AvroValue::to_json).collect()),
+            AvroValue::Map(entries) => Value::Object(
+                entries
+                    .iter()
+                    .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.to_json()))
+                    .collect::<Map<_, _>>(),
+            ),
+            AvroValue::Record(fields) => Value::Object(
+                fields
+                    .iter()
+                    .map(|(name, v)| ((*name).to_string(), v.to_json()))
+                    .collect::<Map<_, _>>(),
+            ),
+            AvroValue::Union { value, .. } => value.to_json(),
+        }
+    }
+}
+
+impl DatumSchema {
+    /// Compiles a writer schema (the JSON text of a header's
+    /// `avro.schema`), validated by apache-avro first. `file` names the
+    /// input in errors: an invalid schema is [`Error::BadHeader`].
+    pub fn parse(file: impl Into<Arc<str>>, schema_json: &str) -> Result<Self> {
+        let schema = Schema::parse(schema_json).map_err(|reason| Error::BadHeader {
+            file: file.into(),
+            reason: format!("bad writer schema: {reason}"),
+        })?;
+        Ok(DatumSchema {
+            schema: Arc::new(schema),
+        })
+    }
+
+    /// The fewest bytes a datum of this schema takes (0 for `null` and
+    /// records of nothing but such fields).
+    pub fn min_datum_size(&self) -> usize {
+        self.schema.min_size[self.schema.root]
+    }
+
+    /// The byte range of each datum of `block` (of file `file`) within
+    /// `block.data`, in order, once every datum has been walked: the
+    /// block must hold exactly `block.record_count` datums and nothing
+    /// after them.
+    ///
+    /// Errors: [`Error::BadBlock`] when the block claims more records than
+    /// its bytes can hold (before anything is allocated),
+    /// [`Error::Datum`] naming the record for a datum that does not follow
+    /// the schema, or naming the block for bytes left over.
+    pub fn datum_ranges(&self, file: &Arc<str>, block: &Block) -> Result<Vec<Range<usize>>> {
+        let data = &block.data[..];
+        let min = self.min_datum_size().max(1) as u64;
+        if block.record_count > data.len() as u64 / min {
+            return Err(Error::BadBlock {
+                at: Location::block(file.clone(), block.index),
+                reason: format!(
+                    "{} records claimed in {} bytes of data",
+                    block.record_count,
+                    data.len()
+                ),
+            });
+        }
+        // At most one range per byte of data (checked above).
+        let mut ranges = Vec::with_capacity(block.record_count as usize);
+        let mut walk = Walk::new(&self.schema, data);
+        for i in 0..block.record_count {
+            let start = walk.r.pos;
+            walk.value::<false>(self.schema.root, 0)
+                .map_err(|e| Error::Datum {
+                    at: Location::block(file.clone(), block.index)
+                        .with_record(block.first_record + i),
+                    reason: format!("{} at byte {} of the block", e.reason, e.offset),
+                })?;
+            ranges.push(start..walk.r.pos);
+        }
+        if !walk.r.at_end() {
+            return Err(Error::Datum {
+                at: Location::block(file.clone(), block.index),
+                reason: format!(
+                    "{} bytes left after the block's {} records",
+                    walk.r.remaining(),
+                    block.record_count
+                ),
+            });
+        }
+        Ok(ranges)
+    }
+
+    /// Decodes one whole datum (nothing may follow it). `at` names the
+    /// record in errors ([`Error::Datum`]).
+    pub fn decode<'a>(&'a self, datum: &'a [u8], at: &Location) -> Result<AvroValue<'a>> {
+        let fail = |e: DatumError| Error::Datum {
+            at: at.clone(),
+            reason: format!("{} at byte {} of the datum", e.reason, e.offset),
+        };
+        let mut walk = Walk::new(&self.schema, datum);
+        let value = walk.value::<true>(self.schema.root, 0).map_err(fail)?;
+        if !walk.r.at_end() {
+            return Err(Error::Datum {
+                at: at.clone(),
+                reason: format!("{} bytes left after the datum", walk.r.remaining()),
+            });
+        }
+        Ok(value)
+    }
+}
+
+/// Decodes one whole datum of `schema` into the JSON form of fastavro's
+/// decoded records ([`AvroValue::to_json`]); `at` names the record in
+/// errors. The same as `schema.decode(datum, at)?.to_json()`.
+pub fn datum_to_json(schema: &DatumSchema, datum: &[u8], at: &Location) -> Result<Value> {
+    Ok(schema.decode(datum, at)?.to_json())
+}
+
+/// A walk over datums: checks them (`BUILD = false`, returning
+/// [`AvroValue::Null`] for containers) or decodes them (`BUILD = true`).
+struct Walk<'a> {
+    schema: &'a Schema,
+    r: Reader<'a>,
+    /// How many more items that take no bytes a decode may build.
+    empty_items: usize,
+}
+
+impl<'a> Walk<'a> {
+    fn new(schema: &'a Schema, data: &'a [u8]) -> Self {
+        Walk {
+            schema,
+            r: Reader::new(data),
+            empty_items: data.len(),
+        }
+    }
+
+    /// An index (union branch, enum symbol) below `n`.
+    fn index(&mut self, n: usize, reason: &'static str) -> DatumResult<usize> {
+        let offset = self.r.pos;
+        let i = self.r.long()?;
+        usize::try_from(i)
+            .ok()
+            .filter(|&i| i < n)
+            .ok_or(DatumError { reason, offset })
+    }
+
+    /// The item count of the next block of an array or map whose items
+    /// take at least `min` bytes (0 ends the array or map).
+    fn block_count<const BUILD: bool>(&mut self, min: usize) -> DatumResult<usize> {
+        let offset = self.r.pos;
+        let count = self.r.block_count(min)?;
+        if BUILD && min == 0 {
+            if count > self.empty_items {
+                return Err(DatumError {
+                    reason: "array block claims more items that take no bytes than the \
+                             datum has bytes (a limit of the generic decoder)",
+                    offset,
+                });
+            }
+            self.empty_items -= count;
+        }
+        Ok(count)
+    }
+
+    /// Reads one value of node `node`: decoded with `BUILD`, else only
+    /// checked.
+    fn value<const BUILD: bool>(
+        &mut self,
+        node: usize,
+        depth: usize,
+    ) -> DatumResult<AvroValue<'a>> {
+        if depth > MAX_DEPTH {
+            return Err(self.r.err("values nest too deeply"));
+        }
+        let schema = self.schema;
+        Ok(match schema.node(node) {
+            Node::Null => AvroValue::Null,
+            Node::Boolean => AvroValue::Boolean(self.r.boolean()?),
+            Node::Int => AvroValue::Int(self.r.int()?),
+            Node::Long => AvroValue::Long(self.r.long()?),
+            Node::Float => AvroValue::Float(self.r.float()?),
+            Node::Double => AvroValue::Double(self.r.double()?),
+            Node::Bytes => AvroValue::Bytes(self.r.bytes()?),
+            Node::String => AvroValue::String(self.r.bytes()?),
+            Node::Fixed(n) => AvroValue::Fixed(self.r.take(*n)?),
+            Node::Enum { symbols } => {
+                let index = self.index(symbols.len(), "enum index out of range")?;
+                AvroValue::Enum {
+                    index,
+                    symbol: &symbols[index],
+                }
+            }
+            Node::Union(branches) => {
+                let branch = self.index(branches.len(), "union branch index out of range")?;
+                let value = self.value::<BUILD>(branches[branch], depth + 1)?;
+                match BUILD {
+                    true => AvroValue::Union {
+                        branch,
+                        value: Box::new(value),
+                    },
+                    false => AvroValue::Null,
+                }
+            }
+            Node::Record { fields, .. } => {
+                let mut out = Vec::with_capacity(if BUILD { fields.len() } else { 0 });
+                for (name, f) in fields {
+                    let v = self.value::<BUILD>(*f, depth + 1)?;
+                    if BUILD {
+                        out.push((name.as_str(), v));
+                    }
+                }
+                if BUILD {
+                    AvroValue::Record(out)
+                } else {
+                    AvroValue::Null
+                }
+            }
+            &Node::Array(items) => self.array::<BUILD>(items, depth)?,
+            &Node::Map(values) => self.map::<BUILD>(values, depth)?,
+        })
+    }
+
+    fn array<const BUILD: bool>(
+        &mut self,
+        items: usize,
+        depth: usize,
+    ) -> DatumResult<AvroValue<'a>> {
+        let min = self.schema.min_size[items];
+        let mut out = Vec::new();
+        loop {
+            let n = self.block_count::<BUILD>(min)?;
+            if n == 0 {
+                break;
+            }
+            if !BUILD {
+                match self.schema.node(items) {
+                    // Fixed-width items are stepped over at once (the
+                    // count was checked against the bytes left).
+                    Node::Float | Node::Double | Node::Fixed(_) => {
+                        self.r.take(n * min)?;
+                        continue;
+                    }
+                    // Items that take no bytes: nothing to read.
+                    _ if min == 0 => continue,
+                    _ => {}
+                }
+            }
+            for _ in 0..n {
+                let v = self.value::<BUILD>(items, depth + 1)?;
+                if BUILD {
+                    out.push(v);
+                }
+            }
+        }
+        Ok(if BUILD {
+            AvroValue::Array(out)
+        } else {
+            AvroValue::Null
+        })
+    }
+
+    fn map<const BUILD: bool>(
+        &mut self,
+        values: usize,
+        depth: usize,
+    ) -> DatumResult<AvroValue<'a>> {
+        // An entry is a key (at least its length byte) and a value.
+        let min = 1 + self.schema.min_size[values];
+        let mut out = Vec::new();
+        loop {
+            let n = self.block_count::<BUILD>(min)?;
+            if n == 0 {
+                break;
+            }
+            for _ in 0..n {
+                let key = self.r.bytes()?;
+                let v = self.value::<BUILD>(values, depth + 1)?;
+                if BUILD {
+                    out.push((key, v));
+                }
+            }
+        }
+        Ok(if BUILD {
+            AvroValue::Map(out)
+        } else {
+            AvroValue::Null
+        })
+    }
+}
+
+/// One datum handed out by a [`DatumReader`]: its bytes and where it is.
+#[derive(Clone, Copy, Debug)]
+pub struct Datum<'a> {
+    /// The datum's bytes.
+    pub data: &'a [u8],
+    /// The file's name.
+    pub file: &'a Arc<str>,
+    /// The number of its block in the file (0-based).
+    pub block: u64,
+    /// Its record number in the file (0-based).
+    pub record: u64,
+}
+
+impl Datum<'_> {
+    /// Where the datum is, for errors.
+    pub fn location(&self) -> Location {
+        Location::block(self.file.clone(), self.block).with_record(self.record)
+    }
+}
+
+/// The datums of one object container file, one at a time, each block
+/// checked whole first.
+///
+/// A block's datums are handed out only once the whole block has been
+/// walked ([`DatumSchema::datum_ranges`]): its record count matches its
+/// datums and no bytes are left over. So all the records before a damaged
+/// block are handed out, then the error, and none of the damaged block's.
+/// After an error the reader is finished (later calls return `Ok(None)`).
+///
+/// ```
+/// use grist_avro_tensor::{
+///     BlockReader, ContainerWriter, DatumReader, ReaderOptions, WriterOptions, datum_to_json,
+/// };
+///
+/// let mut w = ContainerWriter::new(Vec::new(), r#"{"type": "array", "items": "int"}"#,
+///     WriterOptions::default())?;
+/// w.append_datum(&[0x04, 0x02, 0x04, 0x00])?; // [1, 2]
+/// w.append_datum(&[0x00])?; // []
+/// let (file, _) = w.finish_into_inner()?;
+///
+/// let mut reader = DatumReader::new(BlockReader::new(&file[..], "ints.avro",
+///     ReaderOptions::default())?)?;
+/// let schema = reader.schema().clone();
+/// let mut lengths = Vec::new();
+/// while let Some(datum) = reader.next_datum()? {
+///     lengths.push(datum.data.len());
+///     let json = datum_to_json(&schema, datum.data, &datum.location())?;
+///     assert!(json.is_array());
+/// }
+/// assert_eq!(lengths, [4, 1]);
+/// # Ok::<(), grist_avro_tensor::Error>(())
+/// ```
+pub struct DatumReader<R: Read> {
+    blocks: BlockReader<R>,
+    schema: DatumSchema,
+    /// The block whose datums are being handed out, their ranges, and how
+    /// many were handed out.
+    block: Option<Block>,
+    ranges: Vec<Range<usize>>,
+    given: usize,
+    /// The number and file offset of the block being read (or failing).
+    index: u64,
+    offset: u64,
+    done: bool,
+}
+
+impl<R: Read> fmt::Debug for DatumReader<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DatumReader")
+            .field("blocks", &self.blocks)
+            .field("block_index", &self.index)
+            .field("block_offset", &self.offset)
+            .field("datums_left", &self.ranges.len().saturating_sub(self.given))
+            .finish_non_exhaustive()
+    }
+}
+
+impl DatumReader<File> {
+    /// Opens `path` and reads its header (and compiles its schema).
+    pub fn open(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Self> {
+        DatumReader::new(BlockReader::open(path, options)?)
+    }
+}
+
+impl<R: Read> DatumReader<R> {
+    /// Reads the datums of the blocks of `blocks`, which has read no
+    /// block yet, by its header's writer schema.
+    pub fn new(blocks: BlockReader<R>) -> Result<Self> {
+        let schema = DatumSchema::parse(blocks.name().clone(), &blocks.header().schema_json)?;
+        let offset = blocks.header_len();
+        Ok(DatumReader {
+            blocks,
+            schema,
+            block: None,
+            ranges: Vec::new(),
+            given: 0,
+            index: 0,
+            offset,
+            done: false,
+        })
+    }
+
+    /// The file's header.
+    pub fn header(&self) -> &Arc<Header> {
+        self.blocks.header()
+    }
+
+    /// The file's name, as errors give it.
+    pub fn name(&self) -> &Arc<str> {
+        self.blocks.name()
+    }
+
+    /// The writer schema, compiled.
+    pub fn schema(&self) -> &DatumSchema {
+        &self.schema
+    }
+
+    /// How many blocks were read whole (and checked).
+    pub fn blocks_read(&self) -> u64 {
+        self.blocks.blocks_read()
+    }
+
+    /// The number of the block being read: after an error, of the block
+    /// that failed (or that would have come next).
+    pub fn block_index(&self) -> u64 {
+        self.index
+    }
+
+    /// The file offset of the block [`block_index`](Self::block_index)
+    /// names.
+    pub fn block_offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The next datum, or `None` at the end of the file.
+    pub fn next_datum(&mut self) -> Result<Option<Datum<'_>>> {
+        while self.given >= self.ranges.len() {
+            if self.done {
+                return Ok(None);
+            }
+            if let Err(e) = self.next_block() {
+                self.done = true;
+                return Err(e);
+            }
+        }
+        let Some(block) = &self.block else {
+            return Ok(None);
+        };
+        let range = self.ranges[self.given].clone();
+        let record = block.first_record + self.given as u64;
+        self.given += 1;
+        Ok(Some(Datum {
+            data: &block.data[range],
+            file: self.blocks.name(),
+            block: block.index,
+            record,
+        }))
+    }
+
+    /// Reads and checks the next block (at the end of the file, marks the
+    /// reader done).
+    fn next_block(&mut self) -> Result<()> {
+        if let Some(b) = self.block.take() {
+            self.offset = b.offset + b.stored_bytes;
+        }
+        self.index = self.blocks.blocks_read();
+        self.ranges.clear();
+        self.given = 0;
+        let Some(block) = self.blocks.next_block()? else {
+            self.done = true;
+            return Ok(());
+        };
+        (self.index, self.offset) = (block.index, block.offset);
+        self.ranges = self.schema.datum_ranges(self.blocks.name(), &block)?;
+        self.block = Some(block);
+        Ok(())
+    }
+}
