@@ -138,18 +138,18 @@ fn cat_records(args: &Args, file: &Path, format: Format, out: &mut Out) -> anyho
     let several = args.files.len() > 1;
     let name: Arc<str> = file.display().to_string().into();
     let mut index = 0u64;
-    while let Some(payload) = records.next_record()? {
+    while let Some(record) = records.next_record()? {
         let line = match &decoder {
             None => {
-                let sha = hex::encode(Sha256::digest(payload));
-                let mut line = json!({"index": index, "length": payload.len(), "sha256": sha});
+                let sha = hex::encode(Sha256::digest(record.bytes));
+                let mut line = json!({"index": index, "length": record.bytes.len(), "sha256": sha});
                 if several {
                     line["file"] = json!(&*name);
                 }
                 line
             }
             Some(decoder) => {
-                let mut line = decoder.decode(payload, &name, index)?;
+                let mut line = decoder.decode(&record, &name, index)?;
                 if let (true, Value::Object(map)) = (several, &mut line) {
                     map.insert("file".into(), json!(&*name));
                     map.insert("index".into(), json!(index));

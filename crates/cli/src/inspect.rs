@@ -8,13 +8,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
+use grist_avro_tensor::DatumReader;
 use grist_tensor::json::bytes_to_json;
 use grist_tfrecord::proto::{self, feature::Kind};
 use grist_tfrecord::{Compression, ReaderOptions, RecordReader};
 use prost::Message as _;
 use serde_json::{Value, json};
 
-use crate::avro::DatumReader;
 use crate::fmt;
 use crate::format::{Format, FormatArg};
 use crate::out::Out;
@@ -373,7 +373,7 @@ fn inspect_avro(args: &Args) -> anyhow::Result<ExitCode> {
     if args.sequence {
         bail!("--sequence is for TFRecord files of tf.SequenceExamples, not Avro");
     }
-    let mut reader = DatumReader::open(&args.file)?;
+    let mut reader = DatumReader::open(&args.file, grist_avro_tensor::ReaderOptions::default())?;
     let mut records = 0u64;
     while reader.next_datum()?.is_some() {
         records += 1;

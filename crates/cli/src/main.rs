@@ -6,7 +6,6 @@
 //! and a non-zero exit status.
 #![forbid(unsafe_code)]
 
-mod avro;
 mod bench;
 mod cat;
 mod count;

@@ -7,12 +7,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::bail;
+use grist_avro_tensor::{DatumReader, DatumSchema, datum_to_json};
 use grist_tfrecord::{
     Location, ReaderOptions, RecordReader, example_to_json, sequence_example_to_json,
 };
 use serde_json::Value;
 
-use crate::avro::{DatumReader, DatumSchema};
 use crate::format::Format;
 
 /// The records of one file.
@@ -20,7 +20,15 @@ pub(crate) enum RecordFile {
     /// TFRecord frames (CRCs checked unless turned off).
     Tfrecord(RecordReader<File>),
     /// Avro datums (each block checked whole before its first datum).
-    Avro(DatumReader),
+    Avro(DatumReader<File>),
+}
+
+/// One record of a [`RecordFile`].
+pub(crate) struct Record<'a> {
+    /// The payload (TFRecord) or datum (Avro) bytes.
+    pub(crate) bytes: &'a [u8],
+    /// Avro: the number of the datum's block (errors name it).
+    pub(crate) block: Option<u64>,
 }
 
 /// How to decode a record of a [`RecordFile`] generically.
@@ -30,7 +38,7 @@ pub(crate) enum RecordJson {
     /// A tf.SequenceExample: `{"context": {...}, "feature_lists": {...}}`.
     SequenceExample,
     /// An Avro datum of this writer schema, as fastavro decodes it.
-    Avro(Arc<DatumSchema>),
+    Avro(DatumSchema),
 }
 
 impl RecordFile {
@@ -41,15 +49,21 @@ impl RecordFile {
                 file,
                 ReaderOptions::default().with_check_crc(check_crc),
             )?),
-            Format::Avro => RecordFile::Avro(DatumReader::open(file)?),
+            Format::Avro => RecordFile::Avro(DatumReader::open(
+                file,
+                grist_avro_tensor::ReaderOptions::default(),
+            )?),
         })
     }
 
-    /// The next record's bytes, or `None` at the end of the file.
-    pub(crate) fn next_record(&mut self) -> anyhow::Result<Option<&[u8]>> {
+    /// The next record, or `None` at the end of the file.
+    pub(crate) fn next_record(&mut self) -> anyhow::Result<Option<Record<'_>>> {
         Ok(match self {
-            RecordFile::Tfrecord(r) => r.next_record()?,
-            RecordFile::Avro(r) => r.next_datum()?,
+            RecordFile::Tfrecord(r) => r.next_record()?.map(|bytes| Record { bytes, block: None }),
+            RecordFile::Avro(r) => r.next_datum()?.map(|d| Record {
+                bytes: d.data,
+                block: Some(d.block),
+            }),
         })
     }
 
@@ -68,22 +82,23 @@ impl RecordFile {
 }
 
 impl RecordJson {
-    /// Decodes record `index` of `file`.
+    /// Decodes `record`, record `index` of `file`.
     pub(crate) fn decode(
         &self,
-        payload: &[u8],
+        record: &Record<'_>,
         file: &Arc<str>,
         index: u64,
     ) -> anyhow::Result<Value> {
         let at = || Location::new(file.clone(), index);
         Ok(match self {
-            RecordJson::Example => example_to_json(payload, &at())?,
-            RecordJson::SequenceExample => sequence_example_to_json(payload, &at())?,
-            // The reader checked the datum: this cannot fail, but say
-            // where if it does.
-            RecordJson::Avro(schema) => schema
-                .to_json(payload)
-                .map_err(|e| anyhow::anyhow!("{}: record {index}: bad datum: {e}", file))?,
+            RecordJson::Example => example_to_json(record.bytes, &at())?,
+            RecordJson::SequenceExample => sequence_example_to_json(record.bytes, &at())?,
+            RecordJson::Avro(schema) => {
+                let at =
+                    grist_avro_tensor::Location::block(file.clone(), record.block.unwrap_or(0))
+                        .with_record(index);
+                datum_to_json(schema, record.bytes, &at)?
+            }
         })
     }
 }

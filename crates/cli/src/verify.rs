@@ -6,11 +6,11 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use grist_avro_tensor::DatumReader;
 use grist_tfrecord::{
     Compression, FRAME_OVERHEAD, ReaderOptions, RecordReader, index_path, verify_index,
 };
 
-use crate::avro::DatumReader;
 use crate::fmt;
 use crate::format::{Format, FormatArg};
 use crate::out::Out;
@@ -111,14 +111,15 @@ fn verify_avro(file: &Path) -> Result<Verified, Failure> {
         position,
         detail: detail(error.to_string(), error.location(), file),
     };
-    let mut reader = DatumReader::open(file).map_err(|e| fail(None, e))?;
+    let mut reader = DatumReader::open(file, grist_avro_tensor::ReaderOptions::default())
+        .map_err(|e| fail(None, e))?;
     let mut records = 0u64;
     loop {
         match reader.next_datum() {
             Ok(Some(_)) => records += 1,
             Ok(None) => break,
             Err(e) => {
-                let (block, offset) = reader.block_position();
+                let (block, offset) = (reader.block_index(), reader.block_offset());
                 let mut at = format!("block {block} at offset {offset}");
                 if let Some(r) = e.location().and_then(|l| l.record) {
                     at.push_str(&format!(", record {r}"));
