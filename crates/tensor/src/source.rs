@@ -96,4 +96,25 @@ pub trait Decoder: Clone + Send {
         rows: Range<usize>,
         out: &mut BatchBuilder,
     ) -> Result<(), Self::Error>;
+
+    /// Decodes rows `rows` of `chunk` as
+    /// [`decode_chunk`](Self::decode_chunk) does, and returns where the
+    /// record after the last decoded one starts in `chunk.data`, if the
+    /// decoder knows.
+    ///
+    /// This serves [`RecordLayout::Sequential`] chunks taken a few rows at
+    /// a time (a loader sampling rows from many buffered chunks): instead
+    /// of skipping the rows already decoded again on every call, the
+    /// consumer cuts them off (`data.slice(offset..)`, `first_record`
+    /// moved on and `record_count` reduced by the rows decoded) and decodes
+    /// the rest of the chunk from there. By default, decodes and returns
+    /// `None` (the consumer then asks for later rows by their position).
+    fn decode_chunk_to(
+        &mut self,
+        chunk: &Chunk,
+        rows: Range<usize>,
+        out: &mut BatchBuilder,
+    ) -> Result<Option<usize>, Self::Error> {
+        self.decode_chunk(chunk, rows, out).map(|()| None)
+    }
 }
