@@ -14,9 +14,9 @@
 //! exception the format allows: an array or map block of them may claim
 //! up to 2^32 items without a byte each. Finding datum boundaries steps
 //! over such a block at once; [`DatumSchema::decode`] builds a value per
-//! item and so takes at most as many of them, in one datum, as the datum
-//! has bytes (a limit of this module). A block whose datums take no bytes
-//! may hold at most as many records as it has bytes.
+//! item and so takes at most 1,024 of them in one datum, plus one per byte
+//! of the datum (a limit of this module). A block whose datums take no
+//! bytes may hold at most as many records as it has bytes.
 
 use std::fmt;
 use std::fs::File;
@@ -234,6 +234,10 @@ pub fn datum_to_json(schema: &DatumSchema, datum: &[u8], at: &Location) -> Resul
     Ok(schema.decode(datum, at)?.to_json())
 }
 
+/// How many items that take no bytes a datum may hold beyond one per byte
+/// of the datum, when decoded.
+const FREE_EMPTY_ITEMS: usize = 1024;
+
 /// A walk over datums: checks them (`BUILD = false`, returning
 /// [`AvroValue::Null`] for containers) or decodes them (`BUILD = true`).
 struct Walk<'a> {
@@ -248,7 +252,7 @@ impl<'a> Walk<'a> {
         Walk {
             schema,
             r: Reader::new(data),
-            empty_items: data.len(),
+            empty_items: data.len().saturating_add(FREE_EMPTY_ITEMS),
         }
     }
 
@@ -270,8 +274,8 @@ impl<'a> Walk<'a> {
         if BUILD && min == 0 {
             if count > self.empty_items {
                 return Err(DatumError {
-                    reason: "array block claims more items that take no bytes than the \
-                             datum has bytes (a limit of the generic decoder)",
+                    reason: "more items that take no bytes than the generic decoder \
+                             builds for a datum of this size (1,024 plus one per byte)",
                     offset,
                 });
             }

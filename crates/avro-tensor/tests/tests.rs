@@ -4,6 +4,7 @@
 mod container;
 mod decode;
 mod differential;
+mod generic;
 mod hostile;
 mod regressions;
 mod support;
