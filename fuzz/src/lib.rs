@@ -1,4 +1,5 @@
 //! Helpers shared by grist's fuzz targets and their seed tools.
 #![forbid(unsafe_code)]
 
+pub mod avro_decode;
 pub mod tfrecord_example;
