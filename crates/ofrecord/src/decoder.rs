@@ -343,7 +343,7 @@ impl OfRecordDecoder {
 #[inline]
 fn predict(keys: &Keys, predicted: &mut Vec<u32>, entry: usize, key: &[u8]) -> Option<u32> {
     if let Some(&p) = predicted.get(entry) {
-        if p != 0 && *keys.names[p as usize - 1] == *key {
+        if p != 0 && same_key(&keys.names[p as usize - 1], key) {
             return Some(p - 1);
         }
     }
@@ -355,6 +355,24 @@ fn predict(keys: &Keys, predicted: &mut Vec<u32>, entry: usize, key: &[u8]) -> O
         predicted.push(p);
     }
     slot
+}
+
+/// Whether two feature names are equal; names of up to 16 bytes (most)
+/// compare as two overlapping words instead of a `memcmp` call.
+#[inline(always)]
+fn same_key(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let word = |x: &[u8], at: usize| u64::from_le_bytes(x[at..at + 8].try_into().unwrap_or([0; 8]));
+    match a.len() {
+        0..=7 => a.iter().zip(b).all(|(x, y)| x == y),
+        8..=16 => {
+            let last = a.len() - 8;
+            word(a, 0) == word(b, 0) && word(a, last) == word(b, last)
+        }
+        _ => a == b,
+    }
 }
 
 /// The record being decoded.
@@ -523,6 +541,9 @@ fn fill(
                 Some(f) => append(rec, &f, &mut s.values)?,
                 None => 0,
             };
+            if let ([key], [size]) = (index.as_slice(), sizes.as_slice()) {
+                return sparse_1d(row, *key, *size, nnz, *sorted, start, s, scratch);
+            }
             for ((&key, ids), &size) in index.iter().zip(&mut scratch.ids).zip(sizes) {
                 ids.clear();
                 row.ints(key, ids)?;
@@ -623,6 +644,103 @@ fn fill(
             d.end_row();
         }
         _ => unreachable!("plans and builders are made from the same specs"),
+    }
+    Ok(())
+}
+
+/// The COO indices of a one-dimensional `SparseFeature` row written as
+/// they are read, (row, index) pairs, checking order and bounds on the way.
+struct Coo<'a> {
+    out: &'a mut Vec<i64>,
+    row: i64,
+    size: i64,
+    int32: bool,
+    prev: i64,
+    sorted: bool,
+    bad: Option<i64>,
+}
+
+impl Sink for Coo<'_> {
+    #[inline(always)]
+    fn int(&mut self, v: u64) {
+        let i = if self.int32 {
+            v as i32 as i64
+        } else {
+            v as i64
+        };
+        self.sorted &= i >= self.prev;
+        self.prev = i;
+        // One unsigned comparison also catches negative indices.
+        if i as u64 >= self.size as u64 && self.bad.is_none() {
+            self.bad = Some(i);
+        }
+        self.out.extend([self.row, i]);
+    }
+    fn reserve_ints(&mut self, n: usize) {
+        self.out.reserve(2 * n);
+    }
+}
+
+/// The indices of a one-dimensional `SparseFeature` row (its `nnz` values,
+/// from `start` on, are in place), straight into the COO list; a row that
+/// is not sorted is sorted afterwards.
+#[allow(clippy::too_many_arguments)]
+fn sparse_1d(
+    row: &Row<'_>,
+    key: u32,
+    size: i64,
+    nnz: usize,
+    sorted: bool,
+    start: usize,
+    s: &mut SparseBuilder,
+    scratch: &mut Scratch,
+) -> Result<(), Problem> {
+    let before = s.indices.len();
+    let mut coo = Coo {
+        out: &mut s.indices,
+        row: row.index,
+        size,
+        int32: false,
+        prev: i64::MIN,
+        sorted: true,
+        bad: None,
+    };
+    let n = match row.get(key) {
+        None => 0,
+        Some(f) => match f.kind {
+            None => 0,
+            Some(ListKind::Int64) => wire::read_values(row.rec, &f, &mut coo)?,
+            Some(ListKind::Int32) => {
+                coo.int32 = true;
+                wire::read_values(row.rec, &f, &mut coo)?
+            }
+            Some(k) => {
+                return Err(FeatureProblem::TypeMismatch {
+                    expected: ListKind::Int64.name(),
+                    actual: k.name(),
+                }
+                .into());
+            }
+        },
+    };
+    let (in_order, bad) = (coo.sorted, coo.bad);
+    if n != nnz {
+        return Err(FeatureProblem::IndexCountMismatch {
+            indices: n,
+            values: nnz,
+        }
+        .into());
+    }
+    if let Some(index) = bad {
+        return Err(FeatureProblem::IndexOutOfRange { index, size }.into());
+    }
+    if !(in_order || sorted) {
+        let ids = &mut scratch.ids[0];
+        ids.clear();
+        ids.extend(s.indices[before..].iter().skip(1).step_by(2));
+        s.indices.truncate(before);
+        let order = (&mut scratch.order, &mut scratch.moved);
+        sparse_indices(row.index, &scratch.ids[..1], nnz, false, start, s, order);
     }
     Ok(())
 }

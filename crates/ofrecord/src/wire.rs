@@ -39,16 +39,23 @@ pub(crate) type WireResult<T> = Result<T, WireError>;
 pub(crate) fn read_varint(buf: &[u8]) -> Result<(u64, usize), &'static str> {
     match varint::decode(buf) {
         Ok(v) => Ok(v),
-        Err(reason) => match buf.get(..10) {
-            Some(ten) if ten[..9].iter().all(|&b| b >= 0x80) && ten[9] < 0x80 => {
-                let v = ten
-                    .iter()
-                    .enumerate()
-                    .fold(0u64, |v, (i, &b)| v | (((b & 0x7f) as u64) << (7 * i)));
-                Ok((v, 10))
-            }
-            _ => Err(reason),
-        },
+        Err(reason) => overlong_varint(buf, reason),
+    }
+}
+
+/// A 10-byte varint whose last byte holds bits past 64 (which protobuf
+/// drops), or the error `reason`.
+#[cold]
+fn overlong_varint(buf: &[u8], reason: &'static str) -> Result<(u64, usize), &'static str> {
+    match buf.get(..10) {
+        Some(ten) if ten[..9].iter().all(|&b| b >= 0x80) && ten[9] < 0x80 => {
+            let v = ten
+                .iter()
+                .enumerate()
+                .fold(0u64, |v, (i, &b)| v | (((b & 0x7f) as u64) << (7 * i)));
+            Ok((v, 10))
+        }
+        _ => Err(reason),
     }
 }
 
@@ -145,7 +152,7 @@ impl<'a> Fields<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn varint(&mut self) -> WireResult<u64> {
         match read_varint(&self.rec[self.pos..self.end]) {
             Ok((v, n)) => {
@@ -158,7 +165,7 @@ impl<'a> Fields<'a> {
 
     /// The next tag: (field number, wire type). An end-group tag outside a
     /// group is an error (it is only read by `skip_group`).
-    #[inline]
+    #[inline(always)]
     fn tag(&mut self) -> WireResult<(u32, u32)> {
         let start = self.pos;
         let t = self.varint()?;
@@ -177,7 +184,7 @@ impl<'a> Fields<'a> {
     }
 
     /// The range of a length-delimited field's contents (after its tag).
-    #[inline]
+    #[inline(always)]
     fn len_field(&mut self) -> WireResult<Range<usize>> {
         let len = self.varint()?;
         if len > (self.end - self.pos) as u64 {
@@ -243,13 +250,24 @@ impl<'a> Fields<'a> {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct FeatureRef {
     pub(crate) kind: Option<ListKind>,
-    /// With `single`: the one list message. Without: the map entry, whose
-    /// Feature fields of `kind` from `run_start` on are the lists (repeats
-    /// of the oneof member merge; another member replaces them).
-    single: bool,
+    layout: Layout,
     start: u32,
     end: u32,
     run_start: u32,
+}
+
+/// What `start..end` of a [`FeatureRef`] holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Layout {
+    /// The map entry, whose Feature fields of the kind from `run_start` on
+    /// are the lists (repeats of the oneof member merge; another member
+    /// replaces them). Its lists were checked when it was found.
+    #[default]
+    Entry,
+    /// The one list message of the Feature.
+    List,
+    /// The values of a numeric list that is one packed field.
+    Packed,
 }
 
 /// Walks the map entries of an OFRecord, calling `on(key, feature)` for
@@ -309,7 +327,7 @@ fn entry_fast(rec: &[u8], entry: Range<usize>) -> Option<(&[u8], FeatureRef)> {
     if v.is_empty() {
         let empty = FeatureRef {
             kind: None,
-            single: true,
+            layout: Layout::List,
             start: start as u32,
             end: start as u32,
             run_start: 0,
@@ -328,12 +346,20 @@ fn entry_fast(rec: &[u8], entry: Range<usize>) -> Option<(&[u8], FeatureRef)> {
         return None;
     }
     let list = start + 1 + k;
+    let packed = match kind {
+        ListKind::Bytes => None,
+        _ => one_packed_field(&rec[list..entry.end]),
+    };
+    let (layout, start) = match packed {
+        Some(len) => (Layout::Packed, entry.end - len),
+        None => (Layout::List, list),
+    };
     Some((
         key,
         FeatureRef {
             kind: Some(kind),
-            single: true,
-            start: list as u32,
+            layout,
+            start: start as u32,
             end: entry.end as u32,
             run_start: 0,
         },
@@ -347,7 +373,7 @@ fn entry_slow(rec: &[u8], entry: Range<usize>) -> WireResult<(&[u8], FeatureRef)
     let mut key: &[u8] = &[];
     let mut out = FeatureRef {
         kind: None,
-        single: false,
+        layout: Layout::Entry,
         start: entry.start as u32,
         end: entry.end as u32,
         run_start: 0,
@@ -416,13 +442,11 @@ pub(crate) fn read_values<S: Sink>(
     let Some(kind) = feature.kind else {
         return Ok(0);
     };
-    if feature.single {
-        return read_list(
-            rec,
-            kind,
-            feature.start as usize..feature.end as usize,
-            sink,
-        );
+    let range = feature.start as usize..feature.end as usize;
+    match feature.layout {
+        Layout::Packed => return read_packed(rec, kind, range, sink),
+        Layout::List => return read_list(rec, kind, range, sink),
+        Layout::Entry => {}
     }
     let mut n = 0;
     let mut entry = Fields::new(rec, feature.start as usize..feature.end as usize);
@@ -452,19 +476,26 @@ pub(crate) fn read_values<S: Sink>(
 #[inline]
 pub(crate) fn validate(rec: &[u8], feature: &FeatureRef) -> WireResult<()> {
     // Lists found on the slow path were checked as they were found.
-    if feature.single {
+    if feature.layout != Layout::Entry {
         read_values(rec, feature, &mut Check)?;
     }
     Ok(())
 }
 
 /// Reads the values of one list message of `kind` into `sink`.
+#[inline]
 fn read_list<S: Sink>(
     rec: &[u8],
     kind: ListKind,
     list: Range<usize>,
     sink: &mut S,
 ) -> WireResult<usize> {
+    // The usual numeric list: one packed field filling the message.
+    if kind != ListKind::Bytes {
+        if let Some(packed) = one_packed_field(&rec[list.clone()]) {
+            return read_packed(rec, kind, list.end - packed..list.end, sink);
+        }
+    }
     let mut f = Fields::new(rec, list);
     let mut n = 0;
     let native = kind.native_wire_type();
@@ -481,21 +512,8 @@ fn read_list<S: Sink>(
                 n += 1;
             }
             (ListKind::Float, LEN) | (ListKind::Double, LEN) => {
-                let size = if kind == ListKind::Float { 4 } else { 8 };
-                let at = f.pos;
                 let v = f.len_field()?;
-                if v.len() % size != 0 {
-                    return Err(WireError {
-                        reason: "packed list length is not a multiple of the value size",
-                        offset: at,
-                    });
-                }
-                n += v.len() / size;
-                if size == 4 {
-                    sink.f32s(&rec[v]);
-                } else {
-                    sink.f64s(&rec[v]);
-                }
+                n += read_packed(rec, kind, v, sink)?;
             }
             (ListKind::Float, _) => {
                 sink.f32s(&rec[f.fixed(4)?]);
@@ -507,7 +525,7 @@ fn read_list<S: Sink>(
             }
             (_, LEN) => {
                 let v = f.len_field()?;
-                n += packed_varints(rec, v, sink)?;
+                n += read_packed(rec, kind, v, sink)?;
             }
             _ => {
                 sink.int(f.varint()?);
@@ -516,6 +534,47 @@ fn read_list<S: Sink>(
         }
     }
     Ok(n)
+}
+
+/// Reads the packed values `rec[values]` of a numeric list of `kind`.
+#[inline(always)]
+fn read_packed<S: Sink>(
+    rec: &[u8],
+    kind: ListKind,
+    values: Range<usize>,
+    sink: &mut S,
+) -> WireResult<usize> {
+    let size = match kind {
+        ListKind::Float => 4,
+        ListKind::Double => 8,
+        _ => return packed_varints(rec, values, sink),
+    };
+    let len = values.len();
+    if len % size != 0 {
+        return Err(WireError {
+            reason: "packed list length is not a multiple of the value size",
+            offset: values.start,
+        });
+    }
+    if !S::CHECK_ONLY {
+        if size == 4 {
+            sink.f32s(&rec[values]);
+        } else {
+            sink.f64s(&rec[values]);
+        }
+    }
+    Ok(len / size)
+}
+
+/// The length of the packed values when `list` is exactly one field 1 of
+/// wire type LEN (tag byte 0x0a, a varint length, that many bytes).
+#[inline(always)]
+fn one_packed_field(list: &[u8]) -> Option<usize> {
+    if list.first() != Some(&0x0a) {
+        return None;
+    }
+    let (len, n) = read_varint(&list[1..]).ok()?;
+    (len == (list.len() - 1 - n) as u64).then_some(len as usize)
 }
 
 /// Reads the packed varints of `rec[range]` into `sink`.
@@ -542,17 +601,26 @@ fn packed_varints<S: Sink>(rec: &[u8], range: Range<usize>, sink: &mut S) -> Wir
         p += (bits / 8) as usize;
     }
     while p < bytes.len() {
-        match read_varint(&bytes[p..]) {
-            Ok((v, len)) => {
+        // Decoded from the rest of the record, so that a whole word is
+        // usually there for the fast path; a varint is self-delimiting, so
+        // only one that runs past the list is wrong.
+        let at = range.start + p;
+        match read_varint(&rec[at..]) {
+            Ok((v, len)) if p + len <= bytes.len() => {
                 sink.int(v);
                 p += len;
                 n += 1;
             }
-            Err(reason) => {
+            Ok(_) => {
                 return Err(WireError {
-                    reason,
-                    offset: range.start + p,
+                    reason: "truncated varint",
+                    offset: at,
                 });
+            }
+            Err(reason) => {
+                // Within the list, the error is the list's own.
+                let reason = read_varint(&bytes[p..]).err().unwrap_or(reason);
+                return Err(WireError { reason, offset: at });
             }
         }
     }
