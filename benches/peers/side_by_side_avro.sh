@@ -13,9 +13,9 @@
 # - ATDS: atds_bench.py, ATDSDataset(num_parallel_calls=1, shuffle off),
 #   prefetch(1), TF thread pools of 1, features from prod19.atds.json.
 # - grist: $GRIST_BENCH (default: the avro_file_bench example, which
-#   prints `grist bench --json`'s keys; set GRIST_BENCH="target/release/grist
-#   bench" once the CLI reads Avro), one thread, same feature list. Its CPU
-#   time comes from time(1) (whole process).
+#   prints `grist bench --json`'s keys; GRIST_BENCH="target/release/grist
+#   bench" runs the CLI, which takes the same flags), one thread, same
+#   feature list. Its CPU time comes from time(1) (whole process).
 # - fastavro (reference, batch 1024 only): fastavro_bench.py, each pass
 #   ending after FASTAVRO_RECORDS records (default 20000: a full pass takes
 #   about a minute at its speed); FASTAVRO=0 leaves it out.
