@@ -248,7 +248,7 @@ fn every_prefix_of_every_good_file_ends_cleanly_or_fails() {
 // ---------------------------------------------------------------------
 
 /// A zig-zag varint.
-fn long(v: i64) -> Vec<u8> {
+pub(crate) fn long(v: i64) -> Vec<u8> {
     let mut z = ((v << 1) ^ (v >> 63)) as u64;
     let mut out = Vec::new();
     while z >= 0x80 {

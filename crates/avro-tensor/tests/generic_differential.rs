@@ -401,12 +401,7 @@ fn random_value(rng: &mut StdRng, ty: &Ty, depth: usize) -> AV {
 }
 
 fn long(out: &mut Vec<u8>, v: i64) {
-    let mut z = ((v << 1) ^ (v >> 63)) as u64;
-    while z >= 0x80 {
-        out.push((z as u8) | 0x80);
-        z >>= 7;
-    }
-    out.push(z as u8);
+    out.extend(crate::generic::long(v));
 }
 
 /// Encodes `v` in Avro's binary encoding. With `rng`, arrays and maps are
