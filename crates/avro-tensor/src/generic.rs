@@ -8,15 +8,17 @@
 //! wire (a `timestamp-millis` is its `long`, a `decimal` its bytes).
 //!
 //! Every length and count is checked against the bytes left before it is
-//! used, values nest at most 256 deep, and nothing is allocated beyond
-//! what the bytes present can hold. Items that take no bytes at all
-//! (`null`, records of nothing but such fields, `fixed` of size 0) are the
-//! exception the format allows: an array or map block of them may claim
-//! up to 2^32 items without a byte each. Finding datum boundaries steps
-//! over such a block at once; [`DatumSchema::decode`] builds a value per
-//! item and so takes at most 1,024 of them in one datum, plus one per byte
-//! of the datum (a limit of this module). A block whose datums take no
-//! bytes may hold at most as many records as it has bytes.
+//! used (so nothing is allocated or looped over beyond what the bytes
+//! present can hold), and values nest at most 256 deep. Items that take
+//! no bytes at all (`null`, records of nothing but such fields, `fixed` of
+//! size 0) are the exception the format allows: an array or map block of
+//! them may claim up to 2^32 items without a byte each. Finding datum
+//! boundaries steps over such a block at once; [`DatumSchema::decode`]
+//! builds a value per item and so takes at most 1,024 of them in one
+//! datum, plus one per byte of the datum (a limit of this module). Records
+//! are counted the same way: a block may claim at most one per byte, so a
+//! block of datums that take no bytes (a schema of `null` or of an empty
+//! record) holding any record is refused (a limit too).
 
 use std::fmt;
 use std::fs::File;
