@@ -64,6 +64,7 @@
 mod decoder;
 mod error;
 mod header;
+mod pool;
 mod reader;
 mod source;
 mod writer;

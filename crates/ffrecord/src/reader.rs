@@ -8,11 +8,12 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use grist_tensor::Limits;
 
 use crate::error::{Error, Result, SampleAt};
 use crate::header::{FileHeader, HeaderDecoder, PREFIX_LEN, crc32, encode_header};
+use crate::pool::BufferPool;
 use crate::source::FfrSource;
 
 /// How sample bytes are fetched from the files.
@@ -202,6 +203,8 @@ struct Inner {
     /// The dataset number after each file's last sample.
     ends: Vec<u64>,
     options: ReaderOptions,
+    /// Read buffers, reused once the samples sliced from them are gone.
+    pool: Arc<BufferPool>,
 }
 
 /// An FFRecord dataset (one file, a list of files, or a folder of `*.ffr`
@@ -583,7 +586,7 @@ impl FfrReader {
                 max: usize::MAX as u64,
             },
         })?;
-        let mut buf = BytesMut::zeroed(total);
+        let mut buf = inner.pool.take(total);
         for run in &runs {
             let Backing::File(file) = &inner.backings[run.file] else {
                 continue;
@@ -594,7 +597,7 @@ impl FfrReader {
                 return Err(self.read_failure(e, file, run, &order, wants));
             }
         }
-        let buf = buf.freeze();
+        let buf = BufferPool::share(&inner.pool, buf, total);
         for &i in &order {
             let w = &wants[i];
             let at = pos[i] as usize;
@@ -640,25 +643,16 @@ impl FfrReader {
         FfrSource::new(self.clone())
     }
 
-    /// The bytes `range` of file `f` (a whole run of samples), with one
-    /// read or one slice. `buf` is reused when it can be.
-    pub(crate) fn fetch_range(
-        &self,
-        f: usize,
-        start: u64,
-        end: u64,
-        buf: &mut BytesMut,
-    ) -> io::Result<Bytes> {
+    /// The bytes `start..end` of file `f` (a whole run of samples), with
+    /// one read (into a pooled buffer) or one slice.
+    pub(crate) fn fetch_range(&self, f: usize, start: u64, end: u64) -> io::Result<Bytes> {
         match &self.inner.backings[f] {
             Backing::Bytes(b) => Ok(b.slice(start as usize..end as usize)),
             Backing::File(file) => {
                 let len = (end - start) as usize;
-                if !buf.try_reclaim(len) {
-                    *buf = BytesMut::with_capacity(len);
-                }
-                buf.resize(len, 0);
-                file.read_exact_at(&mut buf[..], start)?;
-                Ok(buf.split_to(len).freeze())
+                let mut buf = self.inner.pool.take(len);
+                file.read_exact_at(&mut buf[..len], start)?;
+                Ok(BufferPool::share(&self.inner.pool, buf, len))
             }
         }
     }
@@ -754,6 +748,7 @@ impl Builder {
                 backings: self.backings,
                 ends: self.ends,
                 options: self.options,
+                pool: Arc::default(),
             }),
         }
     }

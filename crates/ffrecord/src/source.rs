@@ -5,7 +5,6 @@ use std::fmt;
 use std::io;
 use std::sync::Arc;
 
-use bytes::BytesMut;
 use grist_tensor::{Chunk, RecordLayout, RecordSource};
 
 use crate::error::{Error, Result, SampleAt};
@@ -49,7 +48,6 @@ pub struct FfrSource {
     file: usize,
     next: u64,
     chunk_index: u64,
-    buf: BytesMut,
     pending: Option<Error>,
     done: bool,
 }
@@ -63,7 +61,6 @@ impl FfrSource {
             file: 0,
             next: 0,
             chunk_index: 0,
-            buf: BytesMut::new(),
             pending: None,
             done: false,
         }
@@ -121,7 +118,7 @@ impl FfrSource {
         let end = offsets[end_sample];
         let data = self
             .reader
-            .fetch_range(self.file, start, end, &mut self.buf)
+            .fetch_range(self.file, start, end)
             .map_err(|e| self.read_error(e, first as u64, end_sample as u64))?;
         // Check the samples; stop before the first bad one.
         let mut good = end_sample;
