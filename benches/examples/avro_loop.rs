@@ -15,13 +15,14 @@ fn main() {
         _ => Codec::Null,
     };
     let (specs, file) = prod19_avro(20_000, 42, codec);
+    let file = bytes::Bytes::from(file);
     let mut decoder = AvroDecoder::new(&specs).expect("specs");
     let start = Instant::now();
     let cpu_start = cpu_seconds();
     let mut rows = 0;
     for _ in 0..reps {
-        let reader =
-            BlockReader::new(&file[..], "prod19", ReaderOptions::default()).expect("header");
+        let reader = BlockReader::from_bytes(file.clone(), "prod19", ReaderOptions::default())
+            .expect("header");
         rows += avro_peers::grist(reader, &mut decoder, batch, |b| {
             std::hint::black_box(b);
         })

@@ -292,7 +292,7 @@ impl Header {
             Some(s) => String::from_utf8(s).map_err(|_| cur.bad("avro.schema is not UTF-8"))?,
             None => return Err(cur.bad("no avro.schema entry")),
         };
-        let parsed = apache_avro::Schema::parse_str(&schema_json)
+        let parsed = crate::schema::parse_apache(&schema_json)
             .map_err(|e| cur.bad(format!("avro.schema: {e}")))?;
         let codec = match codec {
             None => Codec::Null,
@@ -721,6 +721,9 @@ pub struct BlockReader<R: Read> {
     limits: Limits,
     /// Bytes read and not yet handed out, starting at a block boundary.
     buf: BytesMut,
+    /// The whole input, for a reader made by
+    /// [`from_bytes`](BlockReader::from_bytes): blocks are slices of it.
+    whole: Option<Bytes>,
     read_size: usize,
     eof: bool,
     done: bool,
@@ -742,41 +745,41 @@ impl BlockReader<File> {
     }
 }
 
+impl BlockReader<std::io::Empty> {
+    /// A reader over a whole file already in memory, naming it `name` in
+    /// errors: nothing is copied, and blocks stored without compression
+    /// are slices of `bytes`. Fails as [`BlockReader::new`] does.
+    pub fn from_bytes(
+        bytes: Bytes,
+        name: impl Into<Arc<str>>,
+        options: ReaderOptions,
+    ) -> Result<Self> {
+        let name: Arc<str> = name.into();
+        let mut this = BlockReader::blank(std::io::empty(), name.clone(), &options);
+        match Header::parse(&bytes, name.clone(), &options.limits)? {
+            Decoded::Complete { value, len } => {
+                this.whole = Some(bytes.slice(len..));
+                this.eof = true;
+                this.start(value, len, options.limits)?;
+                Ok(this)
+            }
+            Decoded::Incomplete { .. } => Err(header_eof(&name, &bytes)),
+        }
+    }
+}
+
 impl<R: Read> BlockReader<R> {
     /// Reads the header from `reader`, naming it `name` in errors. Fails
     /// as [`Header::parse`] does, with [`Error::UnsupportedCodec`] for a
     /// codec not built in, and with [`Error::Io`].
     pub fn new(reader: R, name: impl Into<Arc<str>>, options: ReaderOptions) -> Result<Self> {
         let name: Arc<str> = name.into();
-        let mut this = BlockReader {
-            input: reader,
-            header: Arc::new(Header {
-                schema_json: String::new(),
-                schema: apache_avro::Schema::Null,
-                codec: Codec::Null,
-                metadata: BTreeMap::new(),
-                sync: [0; SYNC_LEN],
-            }),
-            header_len: 0,
-            decoder: BlockDecoder::new(name.clone(), [0; SYNC_LEN]).with_limits(options.limits),
-            limits: options.limits,
-            buf: BytesMut::new(),
-            read_size: options.buffer_size,
-            eof: false,
-            done: false,
-            records: 0,
-            last_size: 0,
-        };
+        let mut this = BlockReader::blank(reader, name.clone(), &options);
         loop {
             match Header::parse(&this.buf, name.clone(), &options.limits)? {
                 Decoded::Complete { value, len } => {
-                    value.codec.check_enabled(&name)?;
                     let _ = this.buf.split_to(len);
-                    this.decoder = BlockDecoder::new(name, value.sync)
-                        .with_limits(options.limits)
-                        .with_position(0, len as u64);
-                    this.header = Arc::new(value);
-                    this.header_len = len as u64;
+                    this.start(value, len, options.limits)?;
                     return Ok(this);
                 }
                 Decoded::Incomplete { needed } => {
@@ -787,6 +790,42 @@ impl<R: Read> BlockReader<R> {
                 }
             }
         }
+    }
+
+    /// A reader that has read nothing yet.
+    fn blank(input: R, name: Arc<str>, options: &ReaderOptions) -> Self {
+        BlockReader {
+            input,
+            header: Arc::new(Header {
+                schema_json: String::new(),
+                schema: apache_avro::Schema::Null,
+                codec: Codec::Null,
+                metadata: BTreeMap::new(),
+                sync: [0; SYNC_LEN],
+            }),
+            header_len: 0,
+            decoder: BlockDecoder::new(name, [0; SYNC_LEN]).with_limits(options.limits),
+            limits: options.limits,
+            buf: BytesMut::new(),
+            whole: None,
+            read_size: options.buffer_size,
+            eof: false,
+            done: false,
+            records: 0,
+            last_size: 0,
+        }
+    }
+
+    /// Takes the parsed header (`len` bytes): blocks follow.
+    fn start(&mut self, header: Header, len: usize, limits: Limits) -> Result<()> {
+        let name = self.decoder.file().clone();
+        header.codec.check_enabled(&name)?;
+        self.decoder = BlockDecoder::new(name, header.sync)
+            .with_limits(limits)
+            .with_position(0, len as u64);
+        self.header = Arc::new(header);
+        self.header_len = len as u64;
+        Ok(())
     }
 
     /// The file's header.
@@ -828,12 +867,16 @@ impl<R: Read> BlockReader<R> {
 
     fn advance(&mut self) -> Result<Option<Block>> {
         loop {
-            let needed = match self.decoder.decode(&self.buf)? {
+            let view = match &self.whole {
+                Some(whole) => &whole[..],
+                None => &self.buf[..],
+            };
+            let needed = match self.decoder.decode(view)? {
                 Decoded::Complete { value, len } => return self.emit(value, len).map(Some),
                 Decoded::Incomplete { needed } => needed,
             };
             if self.eof {
-                self.decoder.finish(&self.buf)?;
+                self.decoder.finish(view)?;
                 return Ok(None);
             }
             self.fill(needed)?;
@@ -842,7 +885,10 @@ impl<R: Read> BlockReader<R> {
 
     /// Cuts the block off the buffer and decompresses it.
     fn emit(&mut self, raw: RawBlock, len: usize) -> Result<Block> {
-        let frame = self.buf.split_to(len).freeze();
+        let frame = match &mut self.whole {
+            Some(whole) => whole.split_to(len),
+            None => self.buf.split_to(len).freeze(),
+        };
         let stored = frame.slice(raw.data.clone());
         let codec = self.header.codec;
         let data = if codec == Codec::Null {
@@ -869,6 +915,11 @@ impl<R: Read> BlockReader<R> {
     /// Reads until the buffer holds `needed` bytes or the input ends,
     /// growing it only as bytes arrive.
     fn fill(&mut self, needed: u64) -> Result<()> {
+        if self.whole.is_some() {
+            // All the input there is, is there.
+            self.eof = true;
+            return Ok(());
+        }
         let needed = usize::try_from(needed).unwrap_or(usize::MAX);
         while self.buf.len() < needed && !self.eof {
             let start = self.buf.len();

@@ -209,6 +209,20 @@ impl AvroDecoder {
             feature: String::new(),
             reason: "no writer schema was registered for this file".into(),
         })?;
+        // Every record takes at least one byte as far as counts go: a block
+        // of records that take none (empty records) cannot claim more
+        // records than it has bytes, so no count makes decoding endless.
+        let min = plan.schema.min_size[plan.schema.root].max(1);
+        if record_count > data.len() / min {
+            return Err(Error::BadBlock {
+                at: at(),
+                reason: format!(
+                    "the block claims {record_count} records in {} bytes \
+                     (records of this schema take at least {min})",
+                    data.len()
+                ),
+            });
+        }
         let mut r = Reader::new(data);
         let end = rows.end.min(record_count);
         for i in 0..end {

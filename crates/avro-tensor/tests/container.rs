@@ -483,3 +483,62 @@ fn missing_file_is_an_io_error_naming_it() {
         other => panic!("expected Io, got {other:?}"),
     }
 }
+
+/// Reads `bytes` with [`BlockReader::from_bytes`] to its end or its first
+/// error.
+fn read_whole(bytes: &[u8], name: &str) -> Result<Read, Error> {
+    let data = bytes::Bytes::copy_from_slice(bytes);
+    let mut reader = BlockReader::from_bytes(data, name, ReaderOptions::default())?;
+    let header = reader.header().clone();
+    let mut blocks = Vec::new();
+    let error = loop {
+        match reader.next_block() {
+            Ok(Some(block)) => blocks.push(block),
+            Ok(None) => break None,
+            Err(e) => break Some(e),
+        }
+    };
+    assert!(matches!(reader.next_block(), Ok(None)));
+    Ok(Read {
+        header,
+        blocks,
+        error,
+    })
+}
+
+/// What a read gave, comparably: header, blocks with their data, error.
+fn outcome(read: Result<Read, Error>) -> String {
+    match read {
+        Err(e) => format!("error at open: {e}"),
+        Ok(r) => {
+            let blocks: Vec<String> = r
+                .blocks
+                .iter()
+                .map(|b| format!("{:?} {}", block_summary(b), sha256_hex(&b.data)))
+                .collect();
+            format!(
+                "{} {:?} {:?} {blocks:?} {:?}",
+                r.header.schema_json,
+                r.header.codec,
+                r.header.sync,
+                r.error.map(|e| e.to_string())
+            )
+        }
+    }
+}
+
+#[test]
+fn a_reader_over_bytes_in_memory_reads_what_a_stream_reads() {
+    for case in avro_cases() {
+        for path in &case.files {
+            let bytes = fs::read(path).unwrap();
+            let name = &case.name;
+            // The whole file, then prefixes of it (cut everywhere).
+            for cut in (0..=bytes.len()).rev().step_by(7) {
+                let stream = read_bytes(&bytes[..cut], name, ReaderOptions::default());
+                let whole = read_whole(&bytes[..cut], name);
+                assert_eq!(outcome(whole), outcome(stream), "{name}, {cut} bytes");
+            }
+        }
+    }
+}

@@ -231,3 +231,33 @@ fn lying_block_counts_fail_at_the_block_the_manifest_names() {
     }
     assert!(checked >= 1);
 }
+
+/// A block of records that take no bytes (an empty record, or a record of
+/// nulls, with no features asked) claiming 2^40 records in 0 bytes made
+/// the decoder produce rows for hours (found while testing the CLI's
+/// `cat --spec`). Such a block may claim at most one record per byte.
+#[test]
+fn zero_size_records_cannot_claim_more_records_than_bytes() {
+    for schema in [
+        r#"{"type": "record", "name": "Empty", "fields": []}"#,
+        r#"{"type": "record", "name": "Nulls", "fields": [{"name": "n", "type": "null"}]}"#,
+    ] {
+        let file: Arc<str> = "zero.avro".into();
+        let mut d = AvroDecoder::new(&[]).unwrap();
+        d.add_schema(file.clone(), schema).unwrap();
+        let mut out = d.new_batch(16);
+        let err = d
+            .decode_block(&file, 3, 0, &[], 1 << 40, 0..16, &mut out)
+            .unwrap_err();
+        assert!(matches!(err, Error::BadBlock { .. }), "{err}");
+        assert_eq!(err.location().map(|l| l.block), Some(3), "{err}");
+        // No records in no bytes are fine; three zero-size records in
+        // three bytes leave the bytes unread: the count lied.
+        let mut out = d.new_batch(3);
+        d.decode_block(&file, 0, 0, &[], 0, 0..0, &mut out).unwrap();
+        let err = d
+            .decode_block(&file, 0, 0, &[0, 0, 0], 3, 0..3, &mut out)
+            .unwrap_err();
+        assert!(matches!(err, Error::Datum { .. }), "{err}");
+    }
+}
