@@ -48,7 +48,7 @@ pub(crate) struct Schema {
 impl Schema {
     /// Parses (and validates with apache-avro) a writer schema.
     pub(crate) fn parse(text: &str) -> Result<Schema, String> {
-        apache_avro::Schema::parse_str(text).map_err(|e| e.to_string())?;
+        parse_apache(text)?;
         let json: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
         let mut p = Parser {
             nodes: Vec::new(),
@@ -92,6 +92,92 @@ impl Schema {
             Node::Enum { .. } => "enum".into(),
             Node::Fixed(n) => format!("fixed({n})"),
         }
+    }
+}
+
+/// Parses a schema with apache-avro, after refusing the names it would
+/// panic on: apache-avro 0.21 unwraps the validation of a named type's
+/// name and aliases, so `"name": "a;b"` in a file's header would otherwise
+/// abort the reader. (Type names it looks up are checked too, for a
+/// clearer message.)
+pub(crate) fn parse_apache(text: &str) -> Result<apache_avro::Schema, String> {
+    if let Ok(json) = serde_json::from_str::<Value>(text) {
+        check_names(&json)?;
+    }
+    apache_avro::Schema::parse_str(text).map_err(|e| e.to_string())
+}
+
+/// `[A-Za-z_][A-Za-z0-9_]*`.
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A full name as apache-avro accepts it: an identifier, optionally after
+/// a namespace (empty, or identifiers joined by dots) and a dot.
+fn is_full_name(s: &str) -> bool {
+    match s.rsplit_once('.') {
+        None => is_identifier(s),
+        Some((namespace, name)) => {
+            is_identifier(name) && (namespace.is_empty() || namespace.split('.').all(is_identifier))
+        }
+    }
+}
+
+/// Checks the names of the schema `v` (a schema position: a string, a
+/// union, or a type object) that apache-avro does not check gracefully.
+fn check_names(v: &Value) -> Result<(), String> {
+    let name = |what: &str, n: &str| {
+        if is_full_name(n) {
+            Ok(())
+        } else {
+            Err(format!("{what} {n:?} is not a valid Avro name"))
+        }
+    };
+    match v {
+        Value::Array(branches) => branches.iter().try_for_each(check_names),
+        Value::Object(m) => match m.get("type") {
+            Some(Value::String(t)) => {
+                name("type", t)?;
+                if matches!(t.as_str(), "record" | "error" | "enum" | "fixed") {
+                    if let Some(Value::String(n)) = m.get("name") {
+                        name("name", n)?;
+                    }
+                    for alias in m
+                        .get("aliases")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                    {
+                        if let Value::String(a) = alias {
+                            name("alias", a)?;
+                        }
+                    }
+                }
+                for f in m
+                    .get("fields")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(t) = f.get("type") {
+                        check_names(t)?;
+                    }
+                }
+                for key in ["items", "values"] {
+                    if let Some(inner) = m.get(key) {
+                        check_names(inner)?;
+                    }
+                }
+                Ok(())
+            }
+            Some(inner @ (Value::Object(_) | Value::Array(_))) => check_names(inner),
+            _ => Ok(()),
+        },
+        _ => Ok(()),
     }
 }
 

@@ -380,7 +380,7 @@ fn header_bytes(
         file: name.clone(),
         reason,
     };
-    apache_avro::Schema::parse_str(schema_json).map_err(|e| bad(format!("schema: {e}")))?;
+    crate::schema::parse_apache(schema_json).map_err(|e| bad(format!("schema: {e}")))?;
     options.codec.check_enabled(name)?;
     if let Some((key, _)) = options
         .metadata

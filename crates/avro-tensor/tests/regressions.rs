@@ -4,8 +4,10 @@
 
 use std::sync::Arc;
 
-use grist_avro_tensor::{AvroDecoder, Error};
-use grist_tensor::{DType, FeatureSpec, Values};
+use grist_avro_tensor::{
+    AvroDecoder, BlockReader, ContainerWriter, Decoded, Error, Header, ReaderOptions, WriterOptions,
+};
+use grist_tensor::{DType, FeatureSpec, Limits, Values};
 
 /// A zig-zag varint.
 fn long(v: i64) -> Vec<u8> {
@@ -143,5 +145,83 @@ fn requested_arrays_of_fixed0_are_refused_when_the_plan_is_built() {
             one,
             Values::String(vec![&b""[..]; rows].into_iter().collect())
         );
+    }
+}
+
+/// A header: the magic, `avro.schema` = `schema`, the sync marker.
+fn header_with_schema(schema: &str) -> Vec<u8> {
+    let mut out = b"Obj\x01".to_vec();
+    out.extend(long(1));
+    out.extend(long(11));
+    out.extend_from_slice(b"avro.schema");
+    out.extend(long(schema.len() as i64));
+    out.extend_from_slice(schema.as_bytes());
+    out.extend(long(0));
+    out.extend_from_slice(&[7; 16]);
+    out
+}
+
+/// apache-avro 0.21 panics (unwraps) on an invalid name of a named type,
+/// an invalid alias, or an invalid name in a type object, so a header
+/// whose schema had one aborted the reader (found by the avro_container
+/// fuzz target: a record named "Corrup;"). Such schemas are now refused
+/// with `BadHeader` by the container reader, the decoder and the writer;
+/// valid names, with and without namespaces, still parse.
+#[test]
+fn schemas_with_names_apache_avro_panics_on_are_bad_headers() {
+    let bad = [
+        r#"{"type": "record", "name": "Corrup;", "fields": [{"name": "id", "type": "long"}]}"#,
+        r#"{"type": "record", "name": "R", "fields": [{"name": "e", "type": {"type": "enum", "name": "a b", "symbols": ["X"]}}]}"#,
+        r#"{"type": "record", "name": "R", "fields": [{"name": "f", "type": {"type": "fixed", "name": "9f", "size": 2}}]}"#,
+        r#"{"type": "record", "name": "R", "aliases": ["ok", "not ok"], "fields": []}"#,
+        r#"{"type": "record", "name": "R", "fields": [{"name": "a", "type": {"type": {"type": "record", "fields": [], "name": "x..y"}}}]}"#,
+        r#"{"type": "record", "name": "R", "fields": [{"name": "u", "type": ["null", {"type": "record", "name": "in-union", "fields": []}]}]}"#,
+        r#"{"type": "record", "name": "R", "fields": [{"name": "m", "type": {"type": "map", "values": {"type": "enum", "name": "E.", "symbols": ["A"]}}}]}"#,
+        r#"{"type": "record", "name": "ns..R", "fields": []}"#,
+    ];
+    for schema in bad {
+        let file = header_with_schema(schema);
+        match Header::parse(&file, "bad-name.avro", &Limits::default()) {
+            Err(Error::BadHeader { file, reason }) => {
+                assert_eq!(&*file, "bad-name.avro");
+                assert!(reason.contains("not a valid Avro name"), "{reason}");
+            }
+            other => panic!("{schema}: {other:?}"),
+        }
+        assert!(matches!(
+            BlockReader::new(&file[..], "bad-name.avro", ReaderOptions::default()),
+            Err(Error::BadHeader { .. })
+        ));
+        let mut d = AvroDecoder::new(&[]).unwrap();
+        assert!(matches!(
+            d.add_schema("bad-name.avro", schema),
+            Err(Error::BadHeader { .. })
+        ));
+        assert!(matches!(
+            ContainerWriter::new(Vec::new(), schema, WriterOptions::default()),
+            Err(Error::BadHeader { .. })
+        ));
+    }
+    let good = [
+        r#"{"type": "record", "name": "R", "namespace": "a.b", "aliases": ["S", "c.T", ".U"], "fields": [
+            {"name": "e", "type": {"type": "enum", "name": "x.y.E", "symbols": ["A"]}},
+            {"name": "f", "type": {"type": "fixed", "name": ".F", "size": 1}},
+            {"name": "g", "type": "x.y.E"},
+            {"name": "t", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}"#,
+    ];
+    for schema in good {
+        let file = header_with_schema(schema);
+        assert!(
+            matches!(
+                Header::parse(&file, "good.avro", &Limits::default()),
+                Ok(Decoded::Complete { .. })
+            ),
+            "{schema}"
+        );
+        AvroDecoder::new(&[])
+            .unwrap()
+            .add_schema("good.avro", schema)
+            .unwrap();
+        ContainerWriter::new(Vec::new(), schema, WriterOptions::default()).unwrap();
     }
 }
