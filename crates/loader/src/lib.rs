@@ -1,3 +1,99 @@
-//! grist-loader: files of any grist format in, tensor batches out.
+//! Files of any grist format in, tensor batches out, as fast as the cores
+//! allow: AvroTensorDataset's fused read, prefetch, parse, shuffle and
+//! batch, for Avro, TFRecord, FFRecord and OFRecord alike.
+//!
+//! A [`LoaderBuilder`] takes the sources (files, folders, glob patterns),
+//! the features to decode ([`grist_tensor::FeatureSpec`]s or a spec file)
+//! and the options; the [`Loader`] it builds is an iterator of
+//! `Result<`[`grist_tensor::Batch`]`>`. Inside, data moves like this:
+//!
+//! * a prefetch thread reads ahead, up to a byte budget: chunks of the
+//!   epoch's stream of files (Avro blocks, runs of TFRecord frames or
+//!   OFRecord records; several files interleaved, the file order shuffled
+//!   per epoch), or, for sources read by record number (FFRecord, indexed
+//!   TFRecord, OFRecord with an index built on first read), each batch's
+//!   records in the epoch's permutation, one read per run of neighbours;
+//! * the consumer samples each batch's rows from a buffer of
+//!   `batch + shuffle_buffer` records over many chunks (block sampling);
+//! * the batch's rows are cut into contiguous parts, one per parse thread,
+//!   each decoded straight into its own pre-sized columns (Avro blocks
+//!   decompressed by the thread that first needs them), the parts joined
+//!   with row and offset fix-ups; how many threads a batch gets comes from
+//!   a cost model calibrated online ([`autotune`]);
+//! * every random choice follows from the seed, so the same arguments give
+//!   the same batches, whatever the thread count; [`Loader::state`] and
+//!   [`Loader::restore`] resume mid-epoch bit for bit, and
+//!   [`LoaderBuilder::with_shard`] splits each epoch between the ranks of
+//!   a data-parallel job with every record read exactly once.
+//!
+//! ```
+//! use grist_loader::{Epochs, Loader, Threads};
+//! use grist_tensor::{DType, FeatureSpec, Values};
+//! use grist_tfrecord::{ExampleBuilder, RecordWriter};
+//!
+//! // Two TFRecord files of 100 records each.
+//! let dir = tempfile::tempdir()?;
+//! for f in 0..2 {
+//!     let path = dir.path().join(format!("train-{f}.tfrecord"));
+//!     let mut w = RecordWriter::create(&path, Default::default())?;
+//!     for i in 0..100i64 {
+//!         w.write_record(&ExampleBuilder::new().with_int64s("id", [f * 100 + i]).encode())?;
+//!     }
+//!     w.finish()?;
+//! }
+//!
+//! let mut loader = Loader::builder()
+//!     .with_path(dir.path().join("*.tfrecord"))
+//!     .with_specs([FeatureSpec::dense("id", DType::Int64, [])])
+//!     .with_batch_size(32)
+//!     .with_shuffle(true)
+//!     .with_seed(7)
+//!     .with_epochs(Epochs::Count(2))
+//!     .with_threads(Threads::Fixed(2))
+//!     .build()?;
+//! let mut seen = Vec::new();
+//! while let Some(batch) = loader.next_batch() {
+//!     let batch = batch?;
+//!     let Values::Int64(ids) = &batch.get("id").unwrap().as_dense().unwrap().values else {
+//!         unreachable!()
+//!     };
+//!     seen.extend_from_slice(ids);
+//!     loader.recycle(batch);
+//! }
+//! // Every record once per epoch.
+//! seen.sort();
+//! assert_eq!(seen, (0..200).flat_map(|i| [i, i]).collect::<Vec<_>>());
+//! assert_eq!(loader.stats().records, 400);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! | format | read as | shuffle | resume skips |
+//! |---|---|---|---|
+//! | Avro | stream of blocks | block sampling + file order | whole blocks by offset, decoded records by byte position |
+//! | TFRecord | stream of frame runs, or by number with `.idx` files | block sampling, or exact | chunks by byte offset (compressed: inflated, not parsed) |
+//! | FFRecord | by number | exact | everything |
+//! | OFRecord | stream, or by number (index built on first read) | exact when shuffling | chunks by byte offset |
 #![deny(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
+
+pub mod autotune;
+mod decode;
+mod error;
+mod files;
+mod gather;
+mod loader;
+mod options;
+mod prefetch;
+mod producer;
+mod rng;
+mod sample;
+mod state;
+mod stats;
+mod stream;
+
+pub use error::{Error, Result};
+pub use files::Format;
+pub use loader::{Loader, LoaderBuilder};
+pub use options::{Epochs, FfrPayload, RandomAccess, ShardMode, Threads};
+pub use state::LoaderState;
+pub use stats::Stats;

@@ -1,0 +1,434 @@
+//! The parse-thread cost model: how many threads a batch gets and which
+//! rows each thread decodes.
+//!
+//! A batch is a sequence of [`WorkItem`]s (a run of rows of one chunk, or
+//! a run of records read by number). With `t` threads, an item costs
+//! `per_record[t] · records + per_inflated_byte[t] · inflate_bytes`
+//! seconds (the bytes still to decompress: a compressed Avro block the
+//! first time it is touched). The items are cut into `t` contiguous parts
+//! — contiguous so that the batch's rows are in the same order whatever
+//! the thread count, which keeps batches bit for bit reproducible under
+//! autotuning — splitting an item between two parts at a row boundary
+//! where its rows can be addressed one by one ([`WorkItem::splittable`]),
+//! keeping it whole otherwise. [`spread`] finds the cut that minimises the
+//! longest part exactly (the threads then finish together, to one row);
+//! [`plan`] picks the `t` minimising
+//!
+//! ```text
+//! T(t) = longest_part(t) + overhead[t]
+//! ```
+//!
+//! which for splittable items is `sum(cost) / t + overhead(t)`. Unlike
+//! fixed constants, the coefficients and overheads are measured online by
+//! a [`Calibrator`]: per thread count, a least-squares fit of each part's
+//! decode time to its records and inflated bytes (older batches weighing
+//! less), and the batch's wall time beyond its longest part as the
+//! overhead of running that many threads (waking them, joining them,
+//! appending their columns). Contention with other processes shows up as
+//! slower parts at higher thread counts, so the choice follows the
+//! machine's actual state.
+//!
+//! ```
+//! use grist_loader::autotune::{CostModel, WorkItem, plan};
+//!
+//! // 1 µs per record, 100 µs to start a second thread.
+//! let model = CostModel::uniform(2, 1e-6, 0.0, |t| 100e-6 * (t - 1) as f64);
+//! let small = [WorkItem { records: 64, inflate_bytes: 0, splittable: true }];
+//! assert_eq!(plan(&small, &model).threads, 1);
+//! let large = [WorkItem { records: 4096, inflate_bytes: 0, splittable: true }];
+//! let p = plan(&large, &model);
+//! assert_eq!(p.threads, 2);
+//! assert_eq!(p.parts[0][0].rows, 0..2048);
+//! ```
+
+use std::ops::Range;
+
+/// One unit of a batch's work, in batch order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkItem {
+    /// The records to decode.
+    pub records: u64,
+    /// The bytes to decompress first (0 when the data is already
+    /// decompressed or was never compressed).
+    pub inflate_bytes: u64,
+    /// Whether the item may be cut between two threads at any row.
+    pub splittable: bool,
+}
+
+/// Rows `rows` (counted within the item) of item `item`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Piece {
+    /// The item's position in the batch.
+    pub item: usize,
+    /// The rows of the item, `0..records` for the whole item.
+    pub rows: Range<u64>,
+}
+
+/// What [`plan`] chose.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// The thread count (the number of parts).
+    pub threads: usize,
+    /// Each thread's pieces; concatenated in part order they are the
+    /// batch's rows in order.
+    pub parts: Vec<Vec<Piece>>,
+    /// The predicted time of the longest part, in seconds.
+    pub longest: f64,
+    /// The model's time for the batch: `longest + overhead[threads]`.
+    pub predicted: f64,
+}
+
+/// The coefficients of the model, per thread count (index `t - 1`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CostModel {
+    /// Seconds per record decoded, when `t` threads run.
+    pub per_record: Vec<f64>,
+    /// Seconds per byte decompressed, when `t` threads run.
+    pub per_inflated_byte: Vec<f64>,
+    /// Seconds a batch costs beyond its longest part with `t` threads.
+    pub overhead: Vec<f64>,
+}
+
+/// The coefficients before anything is measured: 1 µs per record, 2 ns
+/// per inflated byte, 10 µs per extra thread (on the low side, so that
+/// more threads get tried and measured).
+const PRIOR_RECORD: f64 = 1e-6;
+const PRIOR_BYTE: f64 = 2e-9;
+const PRIOR_OVERHEAD: f64 = 10e-6;
+
+impl CostModel {
+    /// The starting model for up to `max_threads` threads.
+    pub fn new(max_threads: usize) -> Self {
+        Self::uniform(max_threads, PRIOR_RECORD, PRIOR_BYTE, |t| {
+            PRIOR_OVERHEAD * (t - 1) as f64
+        })
+    }
+
+    /// A model with the same per-record and per-byte costs at every thread
+    /// count and `overhead(t)` for `t` threads (for simulations).
+    pub fn uniform(
+        max_threads: usize,
+        per_record: f64,
+        per_inflated_byte: f64,
+        overhead: impl Fn(usize) -> f64,
+    ) -> Self {
+        let n = max_threads.max(1);
+        CostModel {
+            per_record: vec![per_record; n],
+            per_inflated_byte: vec![per_inflated_byte; n],
+            overhead: (1..=n).map(overhead).collect(),
+        }
+    }
+
+    /// The largest thread count the model knows.
+    pub fn max_threads(&self) -> usize {
+        self.per_record.len()
+    }
+
+    /// The cost of `item` with `threads` threads, in seconds.
+    pub fn cost(&self, threads: usize, item: &WorkItem) -> f64 {
+        let t = threads.clamp(1, self.max_threads()) - 1;
+        self.per_record[t] * item.records as f64
+            + self.per_inflated_byte[t] * item.inflate_bytes as f64
+    }
+}
+
+/// Picks the thread count minimising `longest part + overhead` (the fewer
+/// threads on a tie) and its spread. An empty batch gets one empty part.
+pub fn plan(items: &[WorkItem], model: &CostModel) -> Plan {
+    let rows: u64 = items.iter().map(|i| i.records).sum();
+    let max = (model.max_threads() as u64).min(rows.max(1)) as usize;
+    let mut best: Option<Plan> = None;
+    for t in 1..=max {
+        let costs: Vec<f64> = items.iter().map(|i| model.cost(t, i)).collect();
+        let (parts, longest) = spread(items, &costs, t);
+        let threads = parts.len().max(1);
+        let predicted = longest + model.overhead[threads - 1];
+        if best.as_ref().is_none_or(|b| predicted < b.predicted) {
+            best = Some(Plan {
+                threads,
+                parts,
+                longest,
+                predicted,
+            });
+        }
+    }
+    best.unwrap_or(Plan {
+        threads: 1,
+        parts: vec![Vec::new()],
+        longest: 0.0,
+        predicted: 0.0,
+    })
+}
+
+/// Cuts `items` (with costs `costs`) into at most `threads` contiguous
+/// parts minimising the longest part, splitting splittable items at row
+/// boundaries; returns the parts (none empty) and the longest part's cost.
+///
+/// Exact: for a bound `M`, filling each part greedily up to `M` (taking
+/// as many rows of a splittable item as fit, starting a new part before
+/// an item that does not) uses the fewest parts of any cut whose parts
+/// stay within `M`, so the smallest `M` the greedy fill meets with
+/// `threads` parts — found by bisection between the lower bound
+/// `max(total / threads, largest whole item, costliest row)` and the
+/// total — is the optimum.
+pub fn spread(items: &[WorkItem], costs: &[f64], threads: usize) -> (Vec<Vec<Piece>>, f64) {
+    let threads = threads.max(1);
+    let total: f64 = costs.iter().sum();
+    let mut lower = total / threads as f64;
+    for (item, &c) in items.iter().zip(costs) {
+        if item.records == 0 {
+            continue;
+        }
+        let unit = if item.splittable {
+            c / item.records as f64
+        } else {
+            c
+        };
+        lower = lower.max(unit);
+    }
+    let fits = |m: f64| fill(items, costs, m, threads, None);
+    let m = if total <= 0.0 || fits(lower) {
+        lower
+    } else {
+        let (mut lo, mut hi) = (lower, total.max(lower));
+        for _ in 0..100 {
+            if hi - lo <= hi * 1e-12 {
+                break;
+            }
+            let mid = 0.5 * (lo + hi);
+            if fits(mid) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        hi
+    };
+    let mut parts = Vec::with_capacity(threads);
+    fill(items, costs, m, threads, Some(&mut parts));
+    let longest = parts
+        .iter()
+        .map(|p: &Vec<Piece>| {
+            p.iter()
+                .map(|piece| {
+                    let item = &items[piece.item];
+                    costs[piece.item] * (piece.rows.end - piece.rows.start) as f64
+                        / item.records.max(1) as f64
+                })
+                .sum::<f64>()
+        })
+        .fold(0.0, f64::max);
+    (parts, longest)
+}
+
+/// The greedy fill with bound `m`: true when it needs at most `threads`
+/// parts. With `out`, records the parts.
+fn fill(
+    items: &[WorkItem],
+    costs: &[f64],
+    m: f64,
+    threads: usize,
+    mut out: Option<&mut Vec<Vec<Piece>>>,
+) -> bool {
+    // A relative tolerance so that float sums equal to `m` fit.
+    let limit = m * (1.0 + 1e-9) + f64::MIN_POSITIVE;
+    let mut parts = 1usize;
+    let mut load = 0.0f64;
+    let mut current: Vec<Piece> = Vec::new();
+    let mut push = |piece: Piece, new_part: bool, current: &mut Vec<Piece>| {
+        if let Some(out) = out.as_deref_mut() {
+            if new_part && !current.is_empty() {
+                out.push(std::mem::take(current));
+            }
+            current.push(piece);
+        }
+    };
+    for (i, (item, &c)) in items.iter().zip(costs).enumerate() {
+        if item.records == 0 {
+            continue;
+        }
+        if !item.splittable || item.records == 1 {
+            if c > limit {
+                return false;
+            }
+            let new_part = load > 0.0 && load + c > limit;
+            if new_part {
+                parts += 1;
+                if parts > threads {
+                    return false;
+                }
+                load = 0.0;
+            }
+            load += c;
+            push(
+                Piece {
+                    item: i,
+                    rows: 0..item.records,
+                },
+                new_part,
+                &mut current,
+            );
+            continue;
+        }
+        let row = c / item.records as f64;
+        if row > limit {
+            return false;
+        }
+        let mut start = 0u64;
+        let mut new_part = false;
+        while start < item.records {
+            let left = item.records - start;
+            let room = ((limit - load) / row).floor();
+            let mut take = if row <= 0.0 || room >= left as f64 {
+                left
+            } else {
+                room.max(0.0) as u64
+            };
+            if take == 0 {
+                if load > 0.0 {
+                    parts += 1;
+                    if parts > threads {
+                        return false;
+                    }
+                    load = 0.0;
+                    new_part = true;
+                    continue;
+                }
+                // A row that fits only alone (rounding).
+                take = 1;
+            }
+            load += take as f64 * row;
+            push(
+                Piece {
+                    item: i,
+                    rows: start..start + take,
+                },
+                new_part,
+                &mut current,
+            );
+            new_part = false;
+            start += take;
+        }
+        if parts > threads {
+            return false;
+        }
+    }
+    if let Some(out) = out {
+        if !current.is_empty() {
+            out.push(current);
+        }
+    }
+    parts <= threads
+}
+
+/// How long one part of a batch took, and what it held.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PartTiming {
+    /// Records decoded.
+    pub records: u64,
+    /// Bytes decompressed.
+    pub inflate_bytes: u64,
+    /// Seconds spent.
+    pub seconds: f64,
+}
+
+/// Fits a [`CostModel`] to measured batches.
+#[derive(Clone, Debug)]
+pub struct Calibrator {
+    /// Per thread count: the weighted sums of the least-squares fit
+    /// (features scaled by `SCALE`).
+    fits: Vec<Fit>,
+    /// Per thread count: whether an overhead was measured yet.
+    seen: Vec<bool>,
+}
+
+/// Feature scales: the model's costs per 100 records and per 100 KB, so
+/// that the prior weighs about as much as one small part.
+const SCALE: [f64; 2] = [100.0, 100e3];
+/// How much the previous observations keep of their weight per new one.
+const FORGET: f64 = 0.97;
+/// How fast the overhead estimate follows new measurements.
+const OVERHEAD_RATE: f64 = 0.2;
+
+#[derive(Clone, Debug, Default)]
+struct Fit {
+    xx: [[f64; 2]; 2],
+    xy: [f64; 2],
+    observed: bool,
+}
+
+impl Calibrator {
+    /// A calibrator for up to `max_threads` threads.
+    pub fn new(max_threads: usize) -> Self {
+        let n = max_threads.max(1);
+        Calibrator {
+            fits: vec![Fit::default(); n],
+            seen: vec![false; n],
+        }
+    }
+
+    /// Learns from one batch decoded with `parts.len()` threads whose
+    /// parallel section (start of the first part to the last part joined
+    /// into the batch) took `wall` seconds, and updates `model`.
+    pub fn observe(&mut self, model: &mut CostModel, parts: &[PartTiming], wall: f64) {
+        let t = parts.len().clamp(1, self.fits.len());
+        let prior = [
+            model.per_record[t - 1] * SCALE[0],
+            model.per_inflated_byte[t - 1] * SCALE[1],
+        ];
+        let fit = &mut self.fits[t - 1];
+        for p in parts {
+            let x = [
+                p.records as f64 / SCALE[0],
+                p.inflate_bytes as f64 / SCALE[1],
+            ];
+            for (r, xr) in x.iter().enumerate() {
+                for (c, xc) in x.iter().enumerate() {
+                    fit.xx[r][c] = FORGET * fit.xx[r][c] + xr * xc;
+                }
+                fit.xy[r] = FORGET * fit.xy[r] + xr * p.seconds;
+            }
+        }
+        fit.observed = true;
+        // Ridge towards the current coefficients: a well-measured fit
+        // moves freely, an unmeasured feature stays where it was.
+        let ridge = 1.0;
+        let a = [
+            [fit.xx[0][0] + ridge, fit.xx[0][1]],
+            [fit.xx[1][0], fit.xx[1][1] + ridge],
+        ];
+        let b = [fit.xy[0] + ridge * prior[0], fit.xy[1] + ridge * prior[1]];
+        let det = a[0][0] * a[1][1] - a[0][1] * a[1][0];
+        if det.abs() > f64::MIN_POSITIVE {
+            let theta = [
+                (b[0] * a[1][1] - a[0][1] * b[1]) / det,
+                (a[0][0] * b[1] - a[1][0] * b[0]) / det,
+            ];
+            model.per_record[t - 1] = (theta[0] / SCALE[0]).max(0.0);
+            model.per_inflated_byte[t - 1] = (theta[1] / SCALE[1]).max(0.0);
+        }
+        let longest = parts.iter().map(|p| p.seconds).fold(0.0, f64::max);
+        let overhead = (wall - longest).max(0.0);
+        let o = &mut model.overhead[t - 1];
+        *o = if self.seen[t - 1] {
+            *o + OVERHEAD_RATE * (overhead - *o)
+        } else {
+            overhead
+        };
+        self.seen[t - 1] = true;
+        // Thread counts not measured yet start from what was measured at
+        // the nearest one below.
+        for u in t..self.fits.len() {
+            if !self.fits[u].observed {
+                model.per_record[u] = model.per_record[u - 1];
+                model.per_inflated_byte[u] = model.per_inflated_byte[u - 1];
+            }
+        }
+    }
+
+    /// Whether `threads` threads were measured at least once.
+    pub fn measured(&self, threads: usize) -> bool {
+        threads >= 1 && self.seen.get(threads - 1).copied().unwrap_or(false)
+    }
+}

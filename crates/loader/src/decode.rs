@@ -1,0 +1,330 @@
+//! The per-format glue (one decoder type for the four formats) and the
+//! parallel decoding of one batch: each thread decodes its contiguous part
+//! of the batch into its own builder, the builders are joined in order.
+
+use std::ops::Range;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use grist_avro_tensor::{AvroDecoder, Codec};
+use grist_ffrecord::PayloadDecoder;
+use grist_ofrecord::OfRecordDecoder;
+use grist_tensor::{BatchBuilder, Chunk, Decoder as _, Limits, SpecFile};
+use grist_tfrecord::ExampleDecoder;
+
+use crate::autotune::{PartTiming, Piece, Plan, WorkItem};
+use crate::error::{Error, Result};
+use crate::files::{Format, Input};
+use crate::gather::Record;
+use crate::options::FfrPayload;
+use crate::producer::panic_message;
+
+/// The decoder of the loader's format.
+#[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum AnyDecoder {
+    Tfrecord(ExampleDecoder),
+    Avro(AvroDecoder),
+    Ffrecord(PayloadDecoder),
+    Ofrecord(OfRecordDecoder),
+}
+
+impl AnyDecoder {
+    /// The decoder of `spec` for `format` (refusing, by feature, what the
+    /// format cannot decode).
+    pub(crate) fn new(
+        format: Format,
+        spec: &SpecFile,
+        payload: FfrPayload,
+        limits: Limits,
+    ) -> Result<Self> {
+        let no_sequence = |format: Format| {
+            if spec.sequence {
+                Err(Error::Unsupported {
+                    format: format.name(),
+                    what: "context/sequence features are for tf.SequenceExample records".into(),
+                })
+            } else {
+                Ok(())
+            }
+        };
+        Ok(match format {
+            Format::Tfrecord => {
+                AnyDecoder::Tfrecord(ExampleDecoder::from_spec_file(spec)?.with_limits(limits))
+            }
+            Format::Avro => {
+                no_sequence(format)?;
+                AnyDecoder::Avro(AvroDecoder::new(&spec.features)?.with_limits(limits))
+            }
+            Format::Ffrecord => AnyDecoder::Ffrecord(match payload {
+                FfrPayload::Example => PayloadDecoder::Example(
+                    ExampleDecoder::from_spec_file(spec)?.with_limits(limits),
+                ),
+                FfrPayload::OfRecord => {
+                    no_sequence(format)?;
+                    PayloadDecoder::OfRecord(
+                        OfRecordDecoder::new(&spec.features)?.with_limits(limits),
+                    )
+                }
+            }),
+            Format::Ofrecord => {
+                no_sequence(format)?;
+                AnyDecoder::Ofrecord(OfRecordDecoder::new(&spec.features)?.with_limits(limits))
+            }
+        })
+    }
+
+    /// An empty builder for `rows` rows.
+    pub(crate) fn new_batch(&self, rows: usize) -> BatchBuilder {
+        match self {
+            AnyDecoder::Tfrecord(d) => d.new_batch(rows),
+            AnyDecoder::Avro(d) => d.new_batch(rows),
+            AnyDecoder::Ffrecord(d) => d.new_batch(rows),
+            AnyDecoder::Ofrecord(d) => d.new_batch(rows),
+        }
+    }
+
+    /// Registers an Avro file's writer schema.
+    pub(crate) fn add_schema(&mut self, file: &Arc<str>, schema_json: &str) -> Result<()> {
+        if let AnyDecoder::Avro(d) = self {
+            d.add_schema(file.clone(), schema_json)?;
+        }
+        Ok(())
+    }
+
+    fn decode_chunk(
+        &mut self,
+        chunk: &Chunk,
+        rows: Range<usize>,
+        out: &mut BatchBuilder,
+    ) -> Result<Option<usize>> {
+        Ok(match self {
+            AnyDecoder::Tfrecord(d) => d.decode_chunk_to(chunk, rows, out)?,
+            AnyDecoder::Avro(d) => d.decode_chunk_to(chunk, rows, out)?,
+            AnyDecoder::Ffrecord(d) => d.decode_chunk_to(chunk, rows, out)?,
+            AnyDecoder::Ofrecord(d) => d.decode_chunk_to(chunk, rows, out)?,
+        })
+    }
+
+    fn decode_record(&mut self, name: &Arc<str>, r: &Record, out: &mut BatchBuilder) -> Result<()> {
+        match self {
+            AnyDecoder::Tfrecord(d) => d.decode(
+                &r.payload,
+                &grist_tfrecord::Location::new(name.clone(), r.record),
+                out,
+            )?,
+            AnyDecoder::Ofrecord(d) => d.decode(
+                &r.payload,
+                &grist_ofrecord::Location::new(name.clone(), r.record),
+                out,
+            )?,
+            AnyDecoder::Ffrecord(d) => d.decode(&r.payload, name, r.record, Some(r.global), out)?,
+            AnyDecoder::Avro(_) => {
+                return Err(Error::Unsupported {
+                    format: Format::Avro.name(),
+                    what: "Avro records cannot be read by number".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where the rows of one work item come from.
+#[derive(Debug)]
+pub(crate) enum Source<'a> {
+    /// Rows of a buffered chunk, from row `first` of its data on; `inflate`
+    /// when its data is still compressed.
+    Chunk {
+        chunk: &'a Chunk,
+        first: usize,
+        inflate: Option<Codec>,
+    },
+    /// Records read by number.
+    Records(&'a [Record]),
+}
+
+/// One item of a batch's work.
+#[derive(Debug)]
+pub(crate) struct Work<'a> {
+    pub(crate) source: Source<'a>,
+    pub(crate) item: WorkItem,
+}
+
+/// What decoding a piece of a chunk left to remember.
+#[derive(Debug, Default)]
+pub(crate) struct PieceOut {
+    pub(crate) item: usize,
+    /// The chunk's data, decompressed.
+    pub(crate) inflated: Option<Bytes>,
+    /// Where the row after the piece starts in the (decompressed) data.
+    pub(crate) end: Option<usize>,
+}
+
+/// What decoding a batch produced besides its rows.
+#[derive(Debug, Default)]
+pub(crate) struct BatchOut {
+    pub(crate) pieces: Vec<PieceOut>,
+    pub(crate) timings: Vec<PartTiming>,
+    /// Seconds from the first part's start to the last part appended.
+    pub(crate) wall: f64,
+}
+
+/// The context every part needs.
+pub(crate) struct Ctx<'a> {
+    pub(crate) work: &'a [Work<'a>],
+    pub(crate) inputs: &'a [Input],
+    pub(crate) limits: &'a Limits,
+}
+
+/// Decodes `plan`'s parts of `ctx.work`, part 0 into `out` on this thread,
+/// the others on `pool`, and appends them to `out` in order. On error,
+/// the first error in row order.
+pub(crate) fn decode_batch(
+    pool: Option<&rayon::ThreadPool>,
+    decoders: &mut [AnyDecoder],
+    ctx: &Ctx<'_>,
+    plan: &Plan,
+    out: &mut BatchBuilder,
+) -> Result<BatchOut> {
+    let start = Instant::now();
+    let mut result = BatchOut::default();
+    let n = plan.parts.len();
+    let (first, rest) = decoders
+        .split_first_mut()
+        .expect("the loader has a decoder per thread");
+    match pool {
+        Some(pool) if n > 1 => {
+            type Done = Result<(BatchBuilder, Vec<PieceOut>, PartTiming)>;
+            let mut done: Vec<Option<Done>> = (1..n).map(|_| None).collect();
+            let part0 = pool.in_place_scope(|s| {
+                for ((decoder, part), slot) in
+                    rest.iter_mut().zip(&plan.parts[1..]).zip(done.iter_mut())
+                {
+                    s.spawn(move |_| {
+                        let rows = part
+                            .iter()
+                            .map(|p| (p.rows.end - p.rows.start) as usize)
+                            .sum();
+                        let mut b = decoder.new_batch(rows);
+                        *slot = Some(
+                            guarded(|| decode_part(decoder, ctx, part, &mut b))
+                                .map(|(p, t)| (b, p, t)),
+                        );
+                    });
+                }
+                guarded(|| decode_part(first, ctx, &plan.parts[0], out))
+            });
+            let (pieces, timing) = part0?;
+            result.pieces.extend(pieces);
+            result.timings.push(timing);
+            for d in done {
+                let (b, pieces, timing) = d.unwrap_or_else(|| {
+                    Err(Error::ThreadPanicked {
+                        thread: "parse",
+                        message: "a part was not decoded".into(),
+                    })
+                })?;
+                out.append(b);
+                result.pieces.extend(pieces);
+                result.timings.push(timing);
+            }
+        }
+        _ => {
+            for part in &plan.parts {
+                let (pieces, timing) = guarded(|| decode_part(first, ctx, part, out))?;
+                result.pieces.extend(pieces);
+                result.timings.push(timing);
+            }
+            if plan.parts.len() > 1 {
+                // Measured as one part: one thread did it all.
+                let total = result.timings.iter().fold(
+                    PartTiming {
+                        records: 0,
+                        inflate_bytes: 0,
+                        seconds: 0.0,
+                    },
+                    |a, t| PartTiming {
+                        records: a.records + t.records,
+                        inflate_bytes: a.inflate_bytes + t.inflate_bytes,
+                        seconds: a.seconds + t.seconds,
+                    },
+                );
+                result.timings = vec![total];
+            }
+        }
+    }
+    result.wall = start.elapsed().as_secs_f64();
+    Ok(result)
+}
+
+/// Runs `f`, turning a panic (a bug) into an error.
+fn guarded<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        Err(Error::ThreadPanicked {
+            thread: "parse",
+            message: panic_message(&*panic),
+        })
+    })
+}
+
+/// Decodes one part's pieces into `out`, in order.
+fn decode_part(
+    decoder: &mut AnyDecoder,
+    ctx: &Ctx<'_>,
+    part: &[Piece],
+    out: &mut BatchBuilder,
+) -> Result<(Vec<PieceOut>, PartTiming)> {
+    let start = Instant::now();
+    let mut pieces = Vec::new();
+    let mut timing = PartTiming {
+        records: 0,
+        inflate_bytes: 0,
+        seconds: 0.0,
+    };
+    for piece in part {
+        let work = &ctx.work[piece.item];
+        let rows = piece.rows.start as usize..piece.rows.end as usize;
+        timing.records += (rows.end - rows.start) as u64;
+        match &work.source {
+            Source::Chunk {
+                chunk,
+                first,
+                inflate,
+            } => {
+                let rows = first + rows.start..first + rows.end;
+                let mut out_piece = PieceOut {
+                    item: piece.item,
+                    ..PieceOut::default()
+                };
+                out_piece.end = match inflate {
+                    Some(codec) => {
+                        let at =
+                            grist_avro_tensor::Location::block(chunk.file.clone(), chunk.index);
+                        let hint = chunk.data.len().saturating_mul(4);
+                        let data =
+                            Bytes::from(codec.decompress(&chunk.data, hint, ctx.limits, &at)?);
+                        timing.inflate_bytes += chunk.data.len() as u64;
+                        let inflated = Chunk {
+                            data: data.clone(),
+                            ..(*chunk).clone()
+                        };
+                        out_piece.inflated = Some(data);
+                        decoder.decode_chunk(&inflated, rows, out)?
+                    }
+                    None => decoder.decode_chunk(chunk, rows, out)?,
+                };
+                pieces.push(out_piece);
+            }
+            Source::Records(records) => {
+                for r in &records[rows] {
+                    decoder.decode_record(&ctx.inputs[r.input].name, r, out)?;
+                }
+            }
+        }
+    }
+    timing.seconds = start.elapsed().as_secs_f64();
+    Ok((pieces, timing))
+}

@@ -1,0 +1,164 @@
+//! The loader's error type.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use grist_tensor::TensorError;
+
+/// What went wrong while loading.
+///
+/// Errors about the data come from the format crates and already name the
+/// file, the record (or block, sample) and the feature; the loader passes
+/// them on unchanged. After an error the loader yields nothing more.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    // -- bad data (and spec errors found by the format decoders) --
+    /// A TFRecord file (framing, CRC, compression, tf.Example parse).
+    #[error(transparent)]
+    Tfrecord(#[from] grist_tfrecord::Error),
+    /// An Avro object container file (header, blocks, codec, datums).
+    #[error(transparent)]
+    Avro(#[from] grist_avro_tensor::Error),
+    /// An FFRecord file (header, sample checksums, payloads).
+    #[error(transparent)]
+    Ffrecord(#[from] grist_ffrecord::Error),
+    /// An OFRecord part file (framing, record parse).
+    #[error(transparent)]
+    Ofrecord(#[from] grist_ofrecord::Error),
+    /// A batch could not be finished (a ragged feature's partitions do not
+    /// fit, or padding would exceed the limits).
+    #[error("{file}: the batch starting at record {record}: {source}")]
+    Batch {
+        /// The file of the batch's first record.
+        file: Arc<str>,
+        /// The number, within that file, of the batch's first record.
+        record: u64,
+        /// What was wrong.
+        source: TensorError,
+    },
+
+    // -- bad arguments --
+    /// An option out of range or options that do not go together.
+    #[error("{option}: {reason}")]
+    BadOption {
+        /// The option (builder method).
+        option: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A source path or pattern that matches no file.
+    #[error("{pattern}: no input files")]
+    NoFiles {
+        /// The path, folder or glob pattern.
+        pattern: String,
+    },
+    /// A glob pattern that does not parse.
+    #[error("bad glob pattern {pattern:?}: {reason}")]
+    BadPattern {
+        /// The pattern.
+        pattern: String,
+        /// Why it does not parse.
+        reason: String,
+    },
+    /// A file whose format the name does not tell.
+    #[error(
+        "{file}: cannot tell the record format from the name (.tfrecord, .avro, .ffr, part-N); \
+         set it with with_format"
+    )]
+    UnknownFormat {
+        /// The file.
+        file: PathBuf,
+    },
+    /// Files of different formats in one loader.
+    #[error("{first} is {first_format} but {other} is {other_format}: one loader reads one format")]
+    MixedFormats {
+        /// The first file.
+        first: PathBuf,
+        /// Its format.
+        first_format: &'static str,
+        /// A file of another format.
+        other: PathBuf,
+        /// That file's format.
+        other_format: &'static str,
+    },
+    /// A saved state that does not belong to a loader built with these
+    /// arguments.
+    #[error("the saved loader state does not fit this loader: {reason}")]
+    StateMismatch {
+        /// What differs.
+        reason: String,
+    },
+
+    // -- unsupported --
+    /// A combination of format and options the loader cannot honour.
+    #[error("{format}: {what}")]
+    Unsupported {
+        /// The format's name.
+        format: &'static str,
+        /// What is not supported.
+        what: String,
+    },
+
+    // -- I/O --
+    /// Reading a file or folder failed.
+    #[error("{file}: {source}")]
+    Io {
+        /// The file or folder.
+        file: Arc<str>,
+        /// The I/O error.
+        source: io::Error,
+    },
+
+    /// Reading (or decompressing) a file failed at a record.
+    #[error("{file}: reading record {record}: {source}")]
+    Read {
+        /// The file.
+        file: Arc<str>,
+        /// The number, within the file, of the record being read.
+        record: u64,
+        /// The I/O (or decompression) error.
+        source: io::Error,
+    },
+    /// An index (a TFRecord `.idx` file, or the index of an OFRecord part
+    /// built on first read) that does not match its file.
+    #[error("{file}: record {record}: {reason}")]
+    BadIndex {
+        /// The data file.
+        file: Arc<str>,
+        /// The record the index entry is for.
+        record: u64,
+        /// What does not match.
+        reason: String,
+    },
+
+    // -- bugs --
+    /// A loader thread panicked (a bug); the loader stopped.
+    #[error("the loader's {thread} thread panicked: {message}")]
+    ThreadPanicked {
+        /// Which thread.
+        thread: &'static str,
+        /// The panic message, if it was text.
+        message: String,
+    },
+}
+
+/// The loader's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(file: &Arc<str>, source: io::Error) -> Self {
+        Error::Io {
+            file: file.clone(),
+            source,
+        }
+    }
+
+    pub(crate) fn option(option: &'static str, reason: impl Into<String>) -> Self {
+        Error::BadOption {
+            option,
+            reason: reason.into(),
+        }
+    }
+}

@@ -1,0 +1,1099 @@
+//! [`LoaderBuilder`] and [`Loader`]: the consumer side, which takes chunks
+//! (or read batches) from the prefetch thread, samples the batch's rows,
+//! plans and runs the parallel parse, and keeps the state.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use grist_avro_tensor::Codec;
+use grist_tensor::{Batch, Chunk, FeatureSpec, Limits, RecordLayout, SpecFile};
+
+use crate::autotune::{self, Calibrator, CostModel, Plan, WorkItem};
+use crate::decode::{AnyDecoder, Ctx, Source, Work, decode_batch};
+use crate::error::{Error, Result};
+use crate::files::{self, Format};
+use crate::gather::Gathered;
+use crate::options::{Config, Epochs, FfrPayload, RandomAccess, ReadOptions, ShardMode, Threads};
+use crate::producer::{Item, Running, Start, StreamChunk};
+use crate::rng::{self, Purpose};
+use crate::sample::block_sample;
+use crate::state::{BufferedState, LoaderState, Resume, STATE_VERSION};
+use crate::stats::Stats;
+use crate::stream::{ChunkPos, StreamCursor};
+
+/// Builds a [`Loader`]: consuming `with_*` setters, each documenting its
+/// default, then [`build`](Self::build).
+#[derive(Clone, Debug)]
+pub struct LoaderBuilder {
+    sources: Vec<PathBuf>,
+    format: Option<Format>,
+    spec: Option<SpecFile>,
+    spec_path: Option<PathBuf>,
+    batch_size: Option<usize>,
+    drop_remainder: Option<bool>,
+    epochs: Epochs,
+    threads: Threads,
+    shuffle: bool,
+    seed: u64,
+    shuffle_buffer: usize,
+    reshuffle: bool,
+    cycle_length: usize,
+    rank: usize,
+    world: usize,
+    shard_mode: ShardMode,
+    equal_batches: bool,
+    prefetch_bytes: u64,
+    chunk_bytes: usize,
+    limits: Limits,
+    check_crc: bool,
+    random_access: RandomAccess,
+    ffr_payload: FfrPayload,
+}
+
+impl Default for LoaderBuilder {
+    fn default() -> Self {
+        LoaderBuilder {
+            sources: Vec::new(),
+            format: None,
+            spec: None,
+            spec_path: None,
+            batch_size: None,
+            drop_remainder: None,
+            epochs: Epochs::default(),
+            threads: Threads::default(),
+            shuffle: false,
+            seed: 0,
+            shuffle_buffer: 10_000,
+            reshuffle: true,
+            cycle_length: 1,
+            rank: 0,
+            world: 1,
+            shard_mode: ShardMode::default(),
+            equal_batches: false,
+            prefetch_bytes: 32 << 20,
+            chunk_bytes: 1 << 20,
+            limits: Limits::default(),
+            check_crc: true,
+            random_access: RandomAccess::default(),
+            ffr_payload: FfrPayload::default(),
+        }
+    }
+}
+
+impl LoaderBuilder {
+    /// A builder with every option at its default.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds sources: files, folders (their files of the loader's format,
+    /// sorted; OFRecord parts by number) or glob patterns (`data/*.avro`).
+    /// A source given twice is read twice. By default, none (an error at
+    /// [`build`](Self::build)).
+    pub fn with_paths<P: Into<PathBuf>>(mut self, paths: impl IntoIterator<Item = P>) -> Self {
+        self.sources.extend(paths.into_iter().map(Into::into));
+        self
+    }
+
+    /// Adds one source (see [`with_paths`](Self::with_paths)).
+    pub fn with_path(self, path: impl Into<PathBuf>) -> Self {
+        self.with_paths([path])
+    }
+
+    /// The record format. By default, from the file names (see
+    /// [`Format::of_path`]); all files must be of one format.
+    pub fn with_format(mut self, format: Format) -> Self {
+        self.format = Some(format);
+        self
+    }
+
+    /// The features to decode. By default, none (an error at
+    /// [`build`](Self::build)).
+    pub fn with_specs(mut self, specs: impl Into<Vec<FeatureSpec>>) -> Self {
+        self.spec = Some(SpecFile {
+            features: specs.into(),
+            ..SpecFile::default()
+        });
+        self
+    }
+
+    /// The features to decode, as a spec file (context and sequence
+    /// features for `tf.SequenceExample` records; its `batch_size` and
+    /// `drop_remainder`, when present, are the defaults of those options).
+    pub fn with_spec_file(mut self, spec: SpecFile) -> Self {
+        self.spec = Some(spec);
+        self
+    }
+
+    /// The features to decode, from a spec file in JSON (read at
+    /// [`build`](Self::build)). See [`with_spec_file`](Self::with_spec_file).
+    pub fn with_spec_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.spec_path = Some(path.into());
+        self
+    }
+
+    /// Records per batch (at least 1). By default, the spec file's
+    /// `batch_size`, else 1024.
+    pub fn with_batch_size(mut self, records: usize) -> Self {
+        self.batch_size = Some(records);
+        self
+    }
+
+    /// Whether each epoch's last batch is dropped when it is short. By
+    /// default, the spec file's `drop_remainder`, else `false`.
+    pub fn with_drop_remainder(mut self, drop: bool) -> Self {
+        self.drop_remainder = Some(drop);
+        self
+    }
+
+    /// How many passes over the data. Batches never span two epochs. By
+    /// default, [`Epochs::Count`]`(1)`.
+    pub fn with_epochs(mut self, epochs: Epochs) -> Self {
+        self.epochs = epochs;
+        self
+    }
+
+    /// Parse threads per batch. By default, [`Threads::Autotune`].
+    pub fn with_threads(mut self, threads: Threads) -> Self {
+        self.threads = threads;
+        self
+    }
+
+    /// Whether to shuffle: streams sample each batch from a buffer of
+    /// `batch size + shuffle buffer` records over many chunks, in a file
+    /// order shuffled per epoch; sources read by number follow an exact
+    /// permutation per epoch. Every choice follows from the
+    /// [seed](Self::with_seed). By default, `false` (files in the order
+    /// given, records in file order).
+    pub fn with_shuffle(mut self, shuffle: bool) -> Self {
+        self.shuffle = shuffle;
+        self
+    }
+
+    /// The seed of every random choice. By default, 0.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// For shuffled streams: how many records beyond the batch to keep
+    /// buffered to sample from. By default, 10 000.
+    pub fn with_shuffle_buffer(mut self, records: usize) -> Self {
+        self.shuffle_buffer = records;
+        self
+    }
+
+    /// Whether every epoch is shuffled differently (else each epoch
+    /// repeats the first one's order). By default, `true`.
+    pub fn with_reshuffle_each_epoch(mut self, reshuffle: bool) -> Self {
+        self.reshuffle = reshuffle;
+        self
+    }
+
+    /// For streams: how many files are read at once, taking one chunk
+    /// from each in turn (at least 1). By default, 1.
+    pub fn with_cycle_length(mut self, files: usize) -> Self {
+        self.cycle_length = files;
+        self
+    }
+
+    /// Reads the share of rank `rank` of `world` ranks (see
+    /// [`ShardMode`]); with the same seed, the ranks' shares of an epoch
+    /// hold every record exactly once. By default, rank 0 of 1.
+    pub fn with_shard(mut self, rank: usize, world: usize) -> Self {
+        self.rank = rank;
+        self.world = world;
+        self
+    }
+
+    /// How the data is split between ranks. By default,
+    /// [`ShardMode::Auto`].
+    pub fn with_shard_mode(mut self, mode: ShardMode) -> Self {
+        self.shard_mode = mode;
+        self
+    }
+
+    /// Whether every rank yields the same number of batches per epoch
+    /// (the fewest any rank has; the records beyond are skipped that
+    /// epoch), so that no rank waits for the others at an epoch's end.
+    /// Streams count their chunks once, on first use, without decoding.
+    /// By default, `false`.
+    pub fn with_equal_batches(mut self, equal: bool) -> Self {
+        self.equal_batches = equal;
+        self
+    }
+
+    /// How many bytes the prefetch thread may read ahead. By default,
+    /// 32 MiB.
+    pub fn with_prefetch_bytes(mut self, bytes: u64) -> Self {
+        self.prefetch_bytes = bytes;
+        self
+    }
+
+    /// The target size of a chunk of a stream (TFRecord frames, OFRecord
+    /// records; Avro chunks are the file's blocks): smaller chunks shuffle
+    /// more finely and spread better over threads, larger ones cost less
+    /// per record. By default, 1 MiB.
+    pub fn with_chunk_bytes(mut self, bytes: usize) -> Self {
+        self.chunk_bytes = bytes;
+        self
+    }
+
+    /// The limits on allocations sized by the input. By default,
+    /// [`Limits::default`].
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Whether to verify checksums (TFRecord CRCs, FFRecord CRC-32s; Avro
+    /// sync markers are always checked). By default, `true`.
+    pub fn with_check_crc(mut self, check: bool) -> Self {
+        self.check_crc = check;
+        self
+    }
+
+    /// Whether to read by record number. By default, [`RandomAccess::Auto`].
+    pub fn with_random_access(mut self, access: RandomAccess) -> Self {
+        self.random_access = access;
+        self
+    }
+
+    /// What FFRecord samples hold. By default, [`FfrPayload::Example`].
+    pub fn with_ffrecord_payload(mut self, payload: FfrPayload) -> Self {
+        self.ffr_payload = payload;
+        self
+    }
+
+    /// Checks the options, lists the files, compiles the decoder and
+    /// starts the parse threads. Nothing is read until the first batch is
+    /// asked for.
+    pub fn build(self) -> Result<Loader> {
+        if self.world == 0 || self.rank >= self.world {
+            return Err(Error::option(
+                "with_shard",
+                format!("rank {} of {} ranks", self.rank, self.world),
+            ));
+        }
+        if self.cycle_length == 0 {
+            return Err(Error::option("with_cycle_length", "must be at least 1"));
+        }
+        if self.chunk_bytes == 0 {
+            return Err(Error::option("with_chunk_bytes", "must be at least 1"));
+        }
+        if self.threads == Threads::Fixed(0) {
+            return Err(Error::option(
+                "with_threads",
+                "Fixed(0): at least one thread",
+            ));
+        }
+        let spec = match (self.spec, &self.spec_path) {
+            (Some(spec), _) => spec,
+            (None, Some(path)) => read_spec(path)?,
+            (None, None) => return Err(Error::option("with_specs", "no features to decode")),
+        };
+        let batch_size = self.batch_size.or(spec.batch_size).unwrap_or(1024);
+        if batch_size == 0 {
+            return Err(Error::option("with_batch_size", "must be at least 1"));
+        }
+        let drop_remainder = self.drop_remainder.or(spec.drop_remainder).unwrap_or(false);
+        let (format, inputs) = files::expand(&self.sources, self.format)?;
+        let read = ReadOptions {
+            format,
+            chunk_bytes: self.chunk_bytes,
+            limits: self.limits,
+            check_crc: self.check_crc,
+        };
+        let indexed = match (format, self.random_access) {
+            (Format::Ffrecord, _) => true,
+            (Format::Avro, RandomAccess::Required) => {
+                return Err(Error::Unsupported {
+                    format: format.name(),
+                    what: "Avro files cannot be read by record number".into(),
+                });
+            }
+            (Format::Avro, _) | (_, RandomAccess::Off) => false,
+            (Format::Ofrecord, RandomAccess::Auto) => self.shuffle,
+            (Format::Ofrecord, RandomAccess::Required) => true,
+            (Format::Tfrecord, access) => {
+                let tf = read.tfrecord();
+                let missing = inputs.iter().find(|i| {
+                    tf.compression_for(&i.path) != grist_tfrecord::Compression::None
+                        || !grist_tfrecord::index_path(&i.path).is_file()
+                });
+                match (missing, access) {
+                    (None, _) => true,
+                    (Some(_), RandomAccess::Auto) => false,
+                    (Some(i), _) => {
+                        return Err(Error::Unsupported {
+                            format: format.name(),
+                            what: format!(
+                                "{} cannot be read by record number (compressed, or no {} index)",
+                                i.name,
+                                grist_tfrecord::index_path(&i.path).display()
+                            ),
+                        });
+                    }
+                }
+            }
+        };
+        let by_file = match self.shard_mode {
+            ShardMode::Files => {
+                if inputs.len() < self.world {
+                    return Err(Error::option(
+                        "with_shard_mode",
+                        format!(
+                            "Files: {} files for {} ranks (use ShardMode::Records)",
+                            inputs.len(),
+                            self.world
+                        ),
+                    ));
+                }
+                true
+            }
+            ShardMode::Records => false,
+            ShardMode::Auto => inputs.len() >= self.world,
+        };
+        let decoder = AnyDecoder::new(format, &spec, self.ffr_payload, self.limits)?;
+        let max_threads = match self.threads {
+            Threads::Fixed(n) => n,
+            Threads::Autotune => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+        .max(1);
+        let pool = if max_threads > 1 {
+            Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(max_threads - 1)
+                    .thread_name(|i| format!("grist-parse-{}", i + 1))
+                    .build()
+                    .map_err(|e| {
+                        Error::io(&Arc::from("grist-parse threads"), std::io::Error::other(e))
+                    })?,
+            )
+        } else {
+            None
+        };
+        let config = Config {
+            read,
+            inputs,
+            batch_size,
+            drop_remainder,
+            epochs: match self.epochs {
+                Epochs::Count(n) => Some(n),
+                Epochs::Endless => None,
+            },
+            shuffle: self.shuffle,
+            seed: self.seed,
+            shuffle_buffer: self.shuffle_buffer,
+            reshuffle: self.reshuffle,
+            cycle_length: self.cycle_length,
+            rank: self.rank,
+            world: self.world,
+            by_file,
+            equal_batches: self.equal_batches,
+            indexed,
+            prefetch_bytes: self.prefetch_bytes,
+            ffr_payload: self.ffr_payload,
+        };
+        Ok(Loader {
+            decoders: vec![decoder; max_threads],
+            pool,
+            threads: self.threads,
+            model: CostModel::new(max_threads),
+            calibrator: Calibrator::new(max_threads),
+            running: None,
+            start: Start {
+                epoch: 0,
+                resume: Resume::Fresh,
+            },
+            epoch: 0,
+            batches: 0,
+            max_batches: None,
+            buffer: Vec::new(),
+            remaining: 0,
+            ended: false,
+            prelude_left: 0,
+            mirror: None,
+            registered: HashSet::new(),
+            spare: None,
+            acc: Acc::default(),
+            finished: false,
+            config: Arc::new(config),
+        })
+    }
+}
+
+fn read_spec(path: &Path) -> Result<SpecFile> {
+    let name: Arc<str> = path.display().to_string().into();
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(&name, e))?;
+    SpecFile::from_json(&text).map_err(|e| Error::BadOption {
+        option: "with_spec_path",
+        reason: format!("{name}: {e}"),
+    })
+}
+
+/// A chunk in the shuffle buffer.
+#[derive(Debug)]
+struct Buffered {
+    /// The chunk as left to decode (cut past decoded records for
+    /// sequential layouts).
+    chunk: Chunk,
+    inflate: Option<Codec>,
+    input: usize,
+    pos: ChunkPos,
+    remaining: usize,
+    taken: u64,
+    cut_rows: u64,
+    cut_bytes: u64,
+}
+
+impl Buffered {
+    /// The row of `chunk` where the next rows start.
+    fn next_row(&self) -> usize {
+        (self.taken - self.cut_rows) as usize
+    }
+}
+
+/// Running totals for [`Stats`].
+#[derive(Debug, Default)]
+struct Acc {
+    started: Option<Instant>,
+    records: u64,
+    batches: u64,
+    bytes: u64,
+    io_wait: Duration,
+    decode: Duration,
+    threads_used: Vec<u64>,
+    last_threads: usize,
+    read_before: Duration,
+    peak_before: u64,
+}
+
+/// Batches from files of any grist format: see the [crate
+/// documentation](crate). An iterator of `Result<Batch>`; after an error
+/// (which names the file and record) or the last epoch, it yields `None`.
+pub struct Loader {
+    config: Arc<Config>,
+    decoders: Vec<AnyDecoder>,
+    pool: Option<rayon::ThreadPool>,
+    threads: Threads,
+    model: CostModel,
+    calibrator: Calibrator,
+    running: Option<Running>,
+    /// Where the next prefetch thread starts.
+    start: Start,
+    epoch: u64,
+    /// Batches yielded in this epoch.
+    batches: u64,
+    max_batches: Option<u64>,
+    buffer: Vec<Buffered>,
+    /// Rows left in the buffer.
+    remaining: usize,
+    /// The epoch's stream has no more chunks.
+    ended: bool,
+    /// Chunks of a restored shuffle buffer still to come.
+    prelude_left: usize,
+    /// The stream's cursor after the last chunk taken.
+    mirror: Option<StreamCursor>,
+    registered: HashSet<Arc<str>>,
+    spare: Option<Batch>,
+    acc: Acc,
+    finished: bool,
+}
+
+impl std::fmt::Debug for Loader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loader")
+            .field("format", &self.config.read.format)
+            .field("files", &self.config.inputs.len())
+            .field("batch_size", &self.config.batch_size)
+            .field("epoch", &self.epoch)
+            .field("batches", &self.batches)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Loader {
+    /// A builder.
+    pub fn builder() -> LoaderBuilder {
+        LoaderBuilder::new()
+    }
+
+    /// The format being read.
+    pub fn format(&self) -> Format {
+        self.config.read.format
+    }
+
+    /// The number of input files.
+    pub fn files(&self) -> usize {
+        self.config.inputs.len()
+    }
+
+    /// The batch size.
+    pub fn batch_size(&self) -> usize {
+        self.config.batch_size
+    }
+
+    /// Whether records are read by number (see
+    /// [`RandomAccess`]) rather than as a stream.
+    pub fn is_random_access(&self) -> bool {
+        self.config.indexed
+    }
+
+    /// The next batch; `None` after the last epoch or an error.
+    pub fn next_batch(&mut self) -> Option<Result<Batch>> {
+        if self.finished {
+            return None;
+        }
+        if self.running.is_none() {
+            match Running::spawn(self.config.clone(), self.start.clone()) {
+                Ok(r) => self.running = Some(r),
+                Err(e) => return self.fail(e),
+            }
+        }
+        self.acc.started.get_or_insert_with(Instant::now);
+        let result = if self.config.indexed {
+            self.next_indexed()
+        } else {
+            self.next_stream()
+        };
+        match result {
+            Ok(Some(batch)) => Some(Ok(batch)),
+            Ok(None) => {
+                self.finished = true;
+                self.stop();
+                None
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn fail(&mut self, e: Error) -> Option<Result<Batch>> {
+        self.finished = true;
+        self.stop();
+        Some(Err(e))
+    }
+
+    /// Stops the prefetch thread (keeping its measurements).
+    fn stop(&mut self) {
+        if let Some(r) = self.running.take() {
+            self.acc.read_before += Duration::from_nanos(
+                r.counters
+                    .read_nanos
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            );
+            self.acc.peak_before = self.acc.peak_before.max(r.queue.peak());
+        }
+    }
+
+    /// Gives a consumed batch's memory back: the next batch reuses it
+    /// instead of fresh allocations.
+    pub fn recycle(&mut self, batch: Batch) {
+        self.spare = Some(batch);
+    }
+
+    /// What the loader measured.
+    pub fn stats(&self) -> Stats {
+        let (read, peak) = match &self.running {
+            Some(r) => (
+                self.acc.read_before
+                    + Duration::from_nanos(
+                        r.counters
+                            .read_nanos
+                            .load(std::sync::atomic::Ordering::Relaxed),
+                    ),
+                self.acc.peak_before.max(r.queue.peak()),
+            ),
+            None => (self.acc.read_before, self.acc.peak_before),
+        };
+        Stats {
+            records: self.acc.records,
+            batches: self.acc.batches,
+            bytes: self.acc.bytes,
+            elapsed: self.acc.started.map_or(Duration::ZERO, |s| s.elapsed()),
+            io_wait: self.acc.io_wait,
+            decode: self.acc.decode,
+            read,
+            threads_used: self.acc.threads_used.clone(),
+            last_threads: self.acc.last_threads,
+            prefetch_peak_bytes: peak,
+            prefetch_budget: self.config.prefetch_bytes,
+            model: self.model.clone(),
+        }
+    }
+
+    /// Where the loader is: restoring it into a loader built with the same
+    /// arguments continues with exactly the batches this one would yield
+    /// next.
+    pub fn state(&self) -> LoaderState {
+        let resume = if self.config.indexed {
+            Resume::Indexed {
+                batch: self.batches,
+            }
+        } else {
+            Resume::Stream {
+                cursor: self.mirror.clone(),
+                ended: self.ended,
+                buffer: self
+                    .buffer
+                    .iter()
+                    .map(|b| BufferedState {
+                        input: b.input,
+                        pos: b.pos,
+                        taken: b.taken,
+                        cut_rows: b.cut_rows,
+                        cut_bytes: b.cut_bytes,
+                    })
+                    .collect(),
+            }
+        };
+        LoaderState {
+            version: STATE_VERSION,
+            fingerprint: self.config.fingerprint(),
+            epoch: self.epoch,
+            batches: self.batches,
+            resume,
+        }
+    }
+
+    /// Continues from `state` (from [`state`](Self::state) of a loader
+    /// built with the same arguments): the next batches are the ones that
+    /// loader would have yielded. Records before the position are not
+    /// decoded; records read by number are not even read, streams restart
+    /// at the chunks still buffered (Avro blocks and uncompressed files by
+    /// seeking, compressed TFRecord files by inflating up to there).
+    pub fn restore(&mut self, state: &LoaderState) -> Result<()> {
+        if state.version != STATE_VERSION {
+            return Err(Error::StateMismatch {
+                reason: format!(
+                    "state version {}, this loader reads {STATE_VERSION}",
+                    state.version
+                ),
+            });
+        }
+        if state.fingerprint != self.config.fingerprint() {
+            return Err(Error::StateMismatch {
+                reason: "it was saved by a loader of other files or options (files, batch size, \
+                         shuffle, seed, shard, chunk size, ...)"
+                    .into(),
+            });
+        }
+        let prelude = match (&state.resume, self.config.indexed) {
+            (Resume::Indexed { batch }, true) if *batch == state.batches => 0,
+            (Resume::Stream { buffer, .. }, false) => {
+                if let Some(b) = buffer.iter().find(|b| b.input >= self.config.inputs.len()) {
+                    return Err(Error::StateMismatch {
+                        reason: format!("input {} does not exist", b.input),
+                    });
+                }
+                buffer.len()
+            }
+            (Resume::Fresh, _) if state.batches == 0 => 0,
+            _ => {
+                return Err(Error::StateMismatch {
+                    reason: "it does not match the way this loader reads".into(),
+                });
+            }
+        };
+        self.stop();
+        self.start = Start {
+            epoch: state.epoch,
+            resume: state.resume.clone(),
+        };
+        self.epoch = state.epoch;
+        self.batches = state.batches;
+        self.max_batches = None;
+        self.buffer.clear();
+        self.remaining = 0;
+        self.ended = false;
+        self.prelude_left = prelude;
+        self.mirror = match &state.resume {
+            Resume::Stream { cursor, .. } => cursor.clone(),
+            _ => None,
+        };
+        self.finished = false;
+        Ok(())
+    }
+
+    // -- the consumer --
+
+    /// The next item from the prefetch thread (an error item as `Err`).
+    fn pull(&mut self) -> Result<Option<Item>> {
+        let Some(running) = &self.running else {
+            return Ok(None);
+        };
+        let t = Instant::now();
+        let item = running.queue.pop();
+        self.acc.io_wait += t.elapsed();
+        match item {
+            Some(Item::Error(e)) => Err(e),
+            other => Ok(other),
+        }
+    }
+
+    fn begin_epoch(&mut self, epoch: u64, max_batches: Option<u64>) {
+        if epoch != self.epoch {
+            self.epoch = epoch;
+            self.batches = 0;
+            self.mirror = None;
+        }
+        self.max_batches = max_batches;
+    }
+
+    fn capped(&self) -> bool {
+        self.max_batches.is_some_and(|m| self.batches >= m)
+    }
+
+    fn next_indexed(&mut self) -> Result<Option<Batch>> {
+        loop {
+            match self.pull()? {
+                None => return Ok(None),
+                Some(Item::EpochStart { epoch, max_batches }) => {
+                    self.begin_epoch(epoch, max_batches)
+                }
+                Some(Item::EpochEnd) => {}
+                Some(Item::Gathered(g)) => return self.gathered_batch(g).map(Some),
+                Some(other) => return Err(unexpected(&other)),
+            }
+        }
+    }
+
+    fn next_stream(&mut self) -> Result<Option<Batch>> {
+        loop {
+            let want = self.config.batch_size
+                + if self.config.shuffle {
+                    self.config.shuffle_buffer
+                } else {
+                    0
+                };
+            while !self.ended && (self.remaining < want || self.prelude_left > 0) {
+                match self.pull()? {
+                    None => self.ended = true,
+                    Some(Item::EpochStart { epoch, max_batches }) => {
+                        self.begin_epoch(epoch, max_batches)
+                    }
+                    Some(Item::Chunk(c)) => self.add(*c)?,
+                    Some(Item::EpochEnd) => self.ended = true,
+                    Some(other) => return Err(unexpected(&other)),
+                }
+            }
+            let short = self.remaining < self.config.batch_size && self.config.drop_remainder;
+            if self.capped() || short {
+                // The rest of the epoch is skipped.
+                self.buffer.clear();
+                self.remaining = 0;
+            }
+            if self.remaining == 0 {
+                if !self.ended {
+                    continue;
+                }
+                // The epoch is over: the next one starts, or nothing.
+                match self.pull()? {
+                    None => return Ok(None),
+                    Some(Item::EpochStart { epoch, max_batches }) => {
+                        self.begin_epoch(epoch, max_batches);
+                        self.ended = false;
+                        continue;
+                    }
+                    Some(other) => return Err(unexpected(&other)),
+                }
+            }
+            let n = self.remaining.min(self.config.batch_size);
+            return self.stream_batch(n).map(Some);
+        }
+    }
+
+    /// Takes a chunk from the prefetch thread into the shuffle buffer.
+    fn add(&mut self, c: StreamChunk) -> Result<()> {
+        let StreamChunk {
+            raw,
+            input,
+            cursor,
+            resume,
+        } = c;
+        if let Some(header) = &raw.header {
+            if !self.registered.contains(&raw.chunk.file) {
+                for d in &mut self.decoders {
+                    d.add_schema(&raw.chunk.file, &header.schema_json)?;
+                }
+                self.registered.insert(raw.chunk.file.clone());
+            }
+        }
+        if let Some(cursor) = cursor {
+            self.mirror = Some(cursor);
+        }
+        self.acc.bytes += raw.chunk.stored_bytes;
+        let mut b = Buffered {
+            remaining: raw.chunk.record_count,
+            chunk: raw.chunk,
+            inflate: raw.inflate,
+            input,
+            pos: raw.pos,
+            taken: 0,
+            cut_rows: 0,
+            cut_bytes: 0,
+        };
+        if let Some(r) = resume {
+            self.prelude_left = self.prelude_left.saturating_sub(1);
+            let bad = |what: &str| Error::StateMismatch {
+                reason: format!("{}: chunk {}: {what}", b.chunk.file, b.pos.index),
+            };
+            if r.taken > b.chunk.record_count as u64 || r.cut_rows > r.taken {
+                return Err(bad("fewer records than the state says were used"));
+            }
+            if r.cut_rows > 0 {
+                if let Some(codec) = b.inflate.take() {
+                    let at =
+                        grist_avro_tensor::Location::block(b.chunk.file.clone(), b.chunk.index);
+                    let hint = b.chunk.data.len().saturating_mul(4);
+                    b.chunk.data = codec
+                        .decompress(&b.chunk.data, hint, &self.config.read.limits, &at)?
+                        .into();
+                }
+                let cut = usize::try_from(r.cut_bytes).unwrap_or(usize::MAX);
+                if cut > b.chunk.data.len() {
+                    return Err(bad("shorter than the state says"));
+                }
+                b.chunk.data = b.chunk.data.slice(cut..);
+                b.chunk.first_record += r.cut_rows;
+                b.chunk.record_count -= r.cut_rows as usize;
+            }
+            b.taken = r.taken;
+            b.cut_rows = r.cut_rows;
+            b.cut_bytes = r.cut_bytes;
+            b.remaining -= r.taken as usize;
+        }
+        if b.remaining > 0 {
+            self.remaining += b.remaining;
+            self.buffer.push(b);
+        }
+        Ok(())
+    }
+
+    /// Picks the thread count and spread for `items`.
+    fn plan(&self, items: &[WorkItem]) -> Plan {
+        let fixed = match self.threads {
+            Threads::Fixed(n) => Some(n),
+            Threads::Autotune => {
+                // Now and then a thread count other than the best gets one
+                // batch, so that its estimates follow the machine too.
+                let max = self.model.max_threads();
+                let k = self.acc.batches;
+                (max > 1 && k % 64 == 63).then(|| 1 + (k / 64) as usize % max)
+            }
+        };
+        match fixed {
+            Some(t) => {
+                let costs: Vec<f64> = items.iter().map(|i| self.model.cost(t, i)).collect();
+                let (parts, longest) = autotune::spread(items, &costs, t);
+                let threads = parts.len().max(1);
+                Plan {
+                    threads,
+                    predicted: longest
+                        + self.model.overhead[threads.min(self.model.max_threads()) - 1],
+                    parts: if parts.is_empty() {
+                        vec![Vec::new()]
+                    } else {
+                        parts
+                    },
+                    longest,
+                }
+            }
+            None => autotune::plan(items, &self.model),
+        }
+    }
+
+    fn stream_batch(&mut self, n: usize) -> Result<Batch> {
+        // Which rows of which chunks.
+        let mut segments: Vec<(usize, usize)> = Vec::new();
+        if self.config.shuffle {
+            let mut rng = rng::stream(
+                self.config.seed,
+                Purpose::Sample,
+                self.config.shuffle_epoch(self.epoch),
+                self.batches,
+            );
+            let remaining: Vec<usize> = self.buffer.iter().map(|b| b.remaining).collect();
+            let counts = block_sample(&remaining, n, &mut rng);
+            segments.extend(counts.into_iter().enumerate().filter(|&(_, c)| c > 0));
+            rng::shuffle(&mut segments, &mut rng);
+        } else {
+            let mut need = n;
+            for (i, b) in self.buffer.iter().enumerate() {
+                if need == 0 {
+                    break;
+                }
+                let take = need.min(b.remaining);
+                segments.push((i, take));
+                need -= take;
+            }
+        }
+        let first = {
+            let b = &self.buffer[segments[0].0];
+            (
+                b.chunk.file.clone(),
+                b.chunk.first_record + b.next_row() as u64,
+            )
+        };
+        let started = Instant::now();
+        let works: Vec<Work<'_>> = segments
+            .iter()
+            .map(|&(i, c)| {
+                let b = &self.buffer[i];
+                Work {
+                    source: Source::Chunk {
+                        chunk: &b.chunk,
+                        first: b.next_row(),
+                        inflate: b.inflate,
+                    },
+                    item: WorkItem {
+                        records: c as u64,
+                        inflate_bytes: if b.inflate.is_some() {
+                            b.chunk.data.len() as u64
+                        } else {
+                            0
+                        },
+                        splittable: b.inflate.is_none()
+                            && matches!(b.chunk.layout, RecordLayout::Spans(_)),
+                    },
+                }
+            })
+            .collect();
+        let items: Vec<WorkItem> = works.iter().map(|w| w.item).collect();
+        let plan = self.plan(&items);
+        let mut out = self.decoders[0].new_batch(n);
+        if let Some(spare) = self.spare.take() {
+            out.recycle(spare);
+        }
+        let ctx = Ctx {
+            work: &works,
+            inputs: &self.config.inputs,
+            limits: &self.config.read.limits,
+        };
+        let mut done = decode_batch(
+            self.pool.as_ref(),
+            &mut self.decoders,
+            &ctx,
+            &plan,
+            &mut out,
+        )?;
+        drop(works);
+        // What the batch used of each chunk.
+        for p in std::mem::take(&mut done.pieces) {
+            let b = &mut self.buffer[segments[p.item].0];
+            if let Some(data) = p.inflated {
+                b.chunk.data = data;
+                b.inflate = None;
+            }
+            if let (Some(end), RecordLayout::Sequential) = (p.end, &b.chunk.layout) {
+                let rows = segments[p.item].1;
+                if end <= b.chunk.data.len() && b.next_row() == 0 {
+                    b.chunk.data = b.chunk.data.slice(end..);
+                    b.chunk.first_record += rows as u64;
+                    b.chunk.record_count = b.chunk.record_count.saturating_sub(rows);
+                    b.cut_rows += rows as u64;
+                    b.cut_bytes += end as u64;
+                }
+            }
+        }
+        for &(i, c) in &segments {
+            let b = &mut self.buffer[i];
+            b.taken += c as u64;
+            b.remaining -= c;
+        }
+        self.buffer.retain(|b| b.remaining > 0);
+        self.remaining -= n;
+        let batch = self.finish(out, first, started, &plan, &done)?;
+        Ok(batch)
+    }
+
+    fn gathered_batch(&mut self, g: Gathered) -> Result<Batch> {
+        let n = g.records.len();
+        self.acc.bytes += g.bytes;
+        let first = match g.records.first() {
+            Some(r) => (self.config.inputs[r.input].name.clone(), r.record),
+            None => (Arc::from(""), 0),
+        };
+        let started = Instant::now();
+        let works = [Work {
+            source: Source::Records(&g.records),
+            item: WorkItem {
+                records: n as u64,
+                inflate_bytes: 0,
+                splittable: true,
+            },
+        }];
+        let items = [works[0].item];
+        let plan = self.plan(&items);
+        let mut out = self.decoders[0].new_batch(n);
+        if let Some(spare) = self.spare.take() {
+            out.recycle(spare);
+        }
+        let ctx = Ctx {
+            work: &works,
+            inputs: &self.config.inputs,
+            limits: &self.config.read.limits,
+        };
+        let done = decode_batch(
+            self.pool.as_ref(),
+            &mut self.decoders,
+            &ctx,
+            &plan,
+            &mut out,
+        )?;
+        self.finish(out, first, started, &plan, &done)
+    }
+
+    /// Finishes a decoded batch and counts it.
+    fn finish(
+        &mut self,
+        mut out: grist_tensor::BatchBuilder,
+        first: (Arc<str>, u64),
+        started: Instant,
+        plan: &Plan,
+        done: &crate::decode::BatchOut,
+    ) -> Result<Batch> {
+        let batch = out.finish().map_err(|source| Error::Batch {
+            file: first.0,
+            record: first.1,
+            source,
+        })?;
+        self.calibrator
+            .observe(&mut self.model, &done.timings, done.wall);
+        let threads = done.timings.len().max(1);
+        if self.acc.threads_used.len() < threads {
+            self.acc.threads_used.resize(threads, 0);
+        }
+        self.acc.threads_used[threads - 1] += 1;
+        self.acc.last_threads = threads;
+        let _ = plan;
+        self.acc.decode += started.elapsed();
+        self.acc.records += batch.rows() as u64;
+        self.acc.batches += 1;
+        self.batches += 1;
+        Ok(batch)
+    }
+}
+
+fn unexpected(item: &Item) -> Error {
+    Error::ThreadPanicked {
+        thread: "prefetch",
+        message: format!("unexpected item {item:?}"),
+    }
+}
+
+impl Iterator for Loader {
+    type Item = Result<Batch>;
+
+    fn next(&mut self) -> Option<Result<Batch>> {
+        self.next_batch()
+    }
+}
+
+impl Drop for Loader {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,658 @@
+//! Sequential reading: each file as a run of chunks that can start at any
+//! chunk boundary (so a saved state resumes there without reading what
+//! came before), and the epoch's files interleaved `cycle_length` at a
+//! time into one stream of chunks.
+
+use std::fs::File;
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use grist_avro_tensor::{BlockDecoder, Codec, Header};
+use grist_ofrecord::{OfRecordSource, Part, Segment};
+use grist_tensor::{Chunk, RecordLayout, RecordSource as _};
+use grist_tfrecord::{CompressedReader, Compression, Decoded, FrameDecoder};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::files::{Format, Input};
+use crate::options::ReadOptions;
+
+/// Where a chunk starts in its file: its number, the number of its first
+/// record, and its byte offset (in the decompressed stream for compressed
+/// TFRecord files; 0 for an Avro file's first block means "after the
+/// header").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub(crate) struct ChunkPos {
+    pub(crate) index: u64,
+    pub(crate) record: u64,
+    pub(crate) offset: u64,
+}
+
+/// A chunk as read, with where it starts and where the next one starts.
+#[derive(Clone, Debug)]
+pub(crate) struct RawChunk {
+    pub(crate) chunk: Chunk,
+    pub(crate) pos: ChunkPos,
+    pub(crate) next: ChunkPos,
+    /// The codec its data is still compressed with (Avro blocks are
+    /// decompressed by the parse thread that first decodes them).
+    pub(crate) inflate: Option<Codec>,
+    /// The file's header (Avro: its writer schema).
+    pub(crate) header: Option<Arc<Header>>,
+}
+
+/// One file read as chunks.
+#[derive(Debug)]
+pub(crate) enum Chunker {
+    Tfrecord(Box<TfChunker>),
+    Avro(Box<AvroChunker>),
+    Ofrecord(Box<OfChunker>),
+}
+
+impl Chunker {
+    /// Opens `input` at chunk boundary `pos`.
+    pub(crate) fn open(options: &ReadOptions, input: &Input, pos: ChunkPos) -> Result<Self> {
+        Ok(match options.format {
+            Format::Tfrecord => Chunker::Tfrecord(Box::new(TfChunker::open(options, input, pos)?)),
+            Format::Avro => Chunker::Avro(Box::new(AvroChunker::open(options, input, pos)?)),
+            Format::Ofrecord => Chunker::Ofrecord(Box::new(OfChunker::open(options, input, pos))),
+            Format::Ffrecord => {
+                return Err(Error::Unsupported {
+                    format: Format::Ffrecord.name(),
+                    what: "FFRecord files are read by sample number, not as a stream".into(),
+                });
+            }
+        })
+    }
+
+    /// The next chunk, `None` at the end of the file. After an error the
+    /// chunker must not be used again.
+    pub(crate) fn next(&mut self) -> Result<Option<RawChunk>> {
+        match self {
+            Chunker::Tfrecord(c) => c.next(),
+            Chunker::Avro(c) => c.next(),
+            Chunker::Ofrecord(c) => c.next(),
+        }
+    }
+}
+
+/// Counts the bytes read from the file, to attribute stored (compressed)
+/// bytes to chunks.
+#[derive(Debug)]
+struct Counting<R> {
+    inner: R,
+    count: u64,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count += n as u64;
+        Ok(n)
+    }
+}
+
+/// Appends up to `block` bytes from `input` to `buf` (fewer at the end of
+/// the input, setting `eof`): the buffer grows by what is asked of the
+/// input in one step, never by a length read from the data.
+fn read_block(
+    input: &mut impl Read,
+    buf: &mut BytesMut,
+    block: usize,
+    eof: &mut bool,
+) -> io::Result<()> {
+    buf.reserve(block);
+    let old = buf.len();
+    buf.resize(old + block, 0);
+    let mut filled = old;
+    let result = loop {
+        if filled == buf.len() {
+            break Ok(());
+        }
+        match input.read(&mut buf[filled..]) {
+            Ok(0) => {
+                *eof = true;
+                break Ok(());
+            }
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => break Err(e),
+        }
+    };
+    buf.truncate(filled);
+    result
+}
+
+/// A TFRecord file as chunks of whole frames: each chunk is the longest
+/// run of frames that fits in the chunk size (at least one), so the cut
+/// depends only on the frames, and reading from any chunk boundary cuts
+/// the rest of the file the same way.
+pub(crate) struct TfChunker {
+    name: Arc<str>,
+    input: CompressedReader<Counting<File>>,
+    compressed: bool,
+    frames: FrameDecoder,
+    buf: BytesMut,
+    eof: bool,
+    chunk_bytes: usize,
+    read_size: usize,
+    index: u64,
+    /// A read error after some good frames, reported on the next call.
+    pending: Option<Error>,
+    stored_mark: u64,
+}
+
+impl std::fmt::Debug for TfChunker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TfChunker")
+            .field("name", &self.name)
+            .field("record", &self.frames.record_index())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TfChunker {
+    fn open(options: &ReadOptions, input: &Input, pos: ChunkPos) -> Result<Self> {
+        let name = input.name.clone();
+        let tf = options.tfrecord();
+        let mut file = File::open(&input.path).map_err(|e| Error::io(&name, e))?;
+        let compression = tf.compression_for(&input.path);
+        let compressed = compression != Compression::None;
+        if !compressed && pos.offset > 0 {
+            file.seek(SeekFrom::Start(pos.offset))
+                .map_err(|e| Error::io(&name, e))?;
+        }
+        let mut reader = compression.reader(Counting {
+            inner: file,
+            count: 0,
+        })?;
+        if compressed && pos.offset > 0 {
+            // No seeking in a compressed stream: inflate and drop the
+            // bytes before the chunk (framing and parsing are skipped).
+            let skipped = io::copy(&mut (&mut reader).take(pos.offset), &mut io::sink()).map_err(
+                |source| Error::Read {
+                    file: name.clone(),
+                    record: pos.record,
+                    source,
+                },
+            )?;
+            if skipped < pos.offset {
+                return Err(Error::Read {
+                    file: name.clone(),
+                    record: pos.record,
+                    source: io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("the stream ends before byte {}", pos.offset),
+                    ),
+                });
+            }
+        }
+        // Bytes read before the chunk (the gzip header, read at once, or
+        // the stream skipped to a resume point) count for no chunk; from
+        // the file's start they count for the first.
+        let stored_mark = if pos.offset > 0 {
+            reader.get_ref().count
+        } else {
+            0
+        };
+        Ok(TfChunker {
+            frames: FrameDecoder::with_options(name.clone(), &tf)
+                .with_position(pos.record, pos.offset),
+            name,
+            input: reader,
+            compressed,
+            buf: BytesMut::new(),
+            eof: false,
+            chunk_bytes: options.chunk_bytes,
+            read_size: options.chunk_bytes.clamp(64 << 10, 16 << 20),
+            index: pos.index,
+            pending: None,
+            stored_mark,
+        })
+    }
+
+    fn pos(&self) -> ChunkPos {
+        ChunkPos {
+            index: self.index,
+            record: self.frames.record_index(),
+            offset: self.frames.offset(),
+        }
+    }
+
+    fn next(&mut self) -> Result<Option<RawChunk>> {
+        if let Some(e) = self.pending.take() {
+            return Err(e);
+        }
+        let start = self.pos();
+        let mut spans: Vec<Range<usize>> = Vec::new();
+        let mut pos = 0usize;
+        loop {
+            if !spans.is_empty() {
+                // Does the next frame fit? Its header says (a damaged
+                // header only ends the chunk early; decoding reports it).
+                if pos >= self.chunk_bytes {
+                    break;
+                }
+                if let Some(len) = self.buf.get(pos..).and_then(|b| b.first_chunk::<8>()) {
+                    let frame = u64::from_le_bytes(*len).saturating_add(16);
+                    if (pos as u64).saturating_add(frame) > self.chunk_bytes as u64 {
+                        break;
+                    }
+                }
+            }
+            match self.frames.decode(&self.buf[pos..]) {
+                Ok(Decoded::Frame(f)) => {
+                    spans.push(pos + f.payload.start..pos + f.payload.end);
+                    pos += f.len;
+                }
+                Ok(Decoded::Incomplete { .. }) => {
+                    if self.eof {
+                        if !spans.is_empty() {
+                            break;
+                        }
+                        self.frames.finish(self.buf.len() - pos)?;
+                        return Ok(None);
+                    }
+                    if let Err(source) = read_block(
+                        &mut self.input,
+                        &mut self.buf,
+                        self.read_size,
+                        &mut self.eof,
+                    ) {
+                        let e = Error::Read {
+                            file: self.name.clone(),
+                            record: self.frames.record_index(),
+                            source,
+                        };
+                        if spans.is_empty() {
+                            return Err(e);
+                        }
+                        self.pending = Some(e);
+                        break;
+                    }
+                }
+                // The decoder did not move: the error comes again on the
+                // next call, after the good frames.
+                Err(_) if !spans.is_empty() => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let data = self.buf.split_to(pos).freeze();
+        let stored_bytes = if self.compressed {
+            let count = self.input.get_ref().count;
+            let stored = count - self.stored_mark;
+            self.stored_mark = count;
+            stored
+        } else {
+            pos as u64
+        };
+        let chunk = Chunk {
+            file: self.name.clone(),
+            index: self.index,
+            first_record: start.record,
+            record_count: spans.len(),
+            stored_bytes,
+            compressed: self.compressed,
+            data,
+            layout: RecordLayout::Spans(spans.into()),
+        };
+        self.index += 1;
+        Ok(Some(RawChunk {
+            chunk,
+            pos: start,
+            next: self.pos(),
+            inflate: None,
+            header: None,
+        }))
+    }
+}
+
+/// An Avro object container file as chunks, one per block, handed out
+/// still compressed.
+pub(crate) struct AvroChunker {
+    name: Arc<str>,
+    file: File,
+    header: Arc<Header>,
+    blocks: BlockDecoder,
+    buf: BytesMut,
+    eof: bool,
+    /// The number of the next block's first record.
+    record: u64,
+    read_size: usize,
+}
+
+impl std::fmt::Debug for AvroChunker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AvroChunker")
+            .field("name", &self.name)
+            .field("block", &self.blocks.block_index())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AvroChunker {
+    fn open(options: &ReadOptions, input: &Input, pos: ChunkPos) -> Result<Self> {
+        let name = input.name.clone();
+        let file = File::open(&input.path).map_err(|e| Error::io(&name, e))?;
+        let mut reader = BufReader::with_capacity(64 << 10, file);
+        let header = Header::read_from(&mut reader, name.clone(), &options.limits)?;
+        header.codec.check_enabled(&name)?;
+        let header_len = reader.stream_position().map_err(|e| Error::io(&name, e))?;
+        let start = if pos.offset > 0 {
+            pos.offset
+        } else {
+            header_len
+        };
+        let mut file = reader.into_inner();
+        file.seek(SeekFrom::Start(start))
+            .map_err(|e| Error::io(&name, e))?;
+        Ok(AvroChunker {
+            blocks: BlockDecoder::new(name.clone(), header.sync)
+                .with_limits(options.limits)
+                .with_position(pos.index, start),
+            name,
+            file,
+            header: Arc::new(header),
+            buf: BytesMut::new(),
+            eof: false,
+            record: pos.record,
+            read_size: options.chunk_bytes.clamp(64 << 10, 16 << 20),
+        })
+    }
+
+    fn next(&mut self) -> Result<Option<RawChunk>> {
+        loop {
+            let pos = ChunkPos {
+                index: self.blocks.block_index(),
+                record: self.record,
+                offset: self.blocks.offset(),
+            };
+            match self.blocks.decode(&self.buf)? {
+                grist_avro_tensor::Decoded::Complete { value: raw, len } => {
+                    let frame = self.buf.split_to(len).freeze();
+                    let data = frame.slice(raw.data.clone());
+                    self.record = self.record.saturating_add(raw.record_count);
+                    let codec = self.header.codec;
+                    let chunk = Chunk {
+                        file: self.name.clone(),
+                        index: raw.index,
+                        first_record: pos.record,
+                        // A count beyond the address space cannot be
+                        // decoded anyway: the decoder reports the block
+                        // running out of data.
+                        record_count: usize::try_from(raw.record_count).unwrap_or(usize::MAX),
+                        stored_bytes: len as u64,
+                        compressed: codec != Codec::Null,
+                        data,
+                        layout: RecordLayout::Sequential,
+                    };
+                    return Ok(Some(RawChunk {
+                        chunk,
+                        pos,
+                        next: ChunkPos {
+                            index: self.blocks.block_index(),
+                            record: self.record,
+                            offset: self.blocks.offset(),
+                        },
+                        inflate: (codec != Codec::Null).then_some(codec),
+                        header: Some(self.header.clone()),
+                    }));
+                }
+                grist_avro_tensor::Decoded::Incomplete { needed } => {
+                    if self.eof {
+                        self.blocks.finish(&self.buf)?;
+                        return Ok(None);
+                    }
+                    // `needed` was checked against the limits; the buffer
+                    // still grows only as bytes arrive.
+                    let _ = needed;
+                    read_block(&mut self.file, &mut self.buf, self.read_size, &mut self.eof)
+                        .map_err(|source| Error::Read {
+                            file: self.name.clone(),
+                            record: self.record,
+                            source,
+                        })?;
+                }
+            }
+        }
+    }
+}
+
+/// An OFRecord part file as chunks (grist-ofrecord's source, started at a
+/// chunk boundary).
+pub(crate) struct OfChunker {
+    source: OfRecordSource,
+    index: u64,
+    offset: u64,
+}
+
+impl std::fmt::Debug for OfChunker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OfChunker")
+            .field("index", &self.index)
+            .field("offset", &self.offset)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OfChunker {
+    fn open(options: &ReadOptions, input: &Input, pos: ChunkPos) -> Self {
+        let segment = Segment {
+            part: Part {
+                index: 0,
+                path: input.path.clone(),
+            },
+            first_record: pos.record,
+            offset: pos.offset,
+            records: None,
+        };
+        OfChunker {
+            source: OfRecordSource::from_segments(vec![segment], options.ofrecord())
+                .with_chunk_bytes(options.chunk_bytes),
+            index: pos.index,
+            offset: pos.offset,
+        }
+    }
+
+    fn next(&mut self) -> Result<Option<RawChunk>> {
+        let Some(mut chunk) = self.source.next_chunk()? else {
+            return Ok(None);
+        };
+        let pos = ChunkPos {
+            index: self.index,
+            record: chunk.first_record,
+            offset: self.offset,
+        };
+        chunk.index = self.index;
+        self.index += 1;
+        self.offset += chunk.stored_bytes;
+        let next = ChunkPos {
+            index: self.index,
+            record: chunk.first_record + chunk.record_count as u64,
+            offset: self.offset,
+        };
+        Ok(Some(RawChunk {
+            chunk,
+            pos,
+            next,
+            inflate: None,
+            header: None,
+        }))
+    }
+}
+
+/// Where the interleaved stream of an epoch is: which files are open in
+/// which slot and where, which slot's turn it is, how many chunks went by.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct StreamCursor {
+    /// The position, in the epoch's file list, of the next file to open.
+    pub(crate) next_file: usize,
+    /// The interleave slots (`None`: closed, no file left for it).
+    pub(crate) slots: Vec<Option<Slot>>,
+    /// The slot whose turn is next.
+    pub(crate) turn: usize,
+    /// The number of chunks of the whole (all ranks') stream so far.
+    pub(crate) global: u64,
+}
+
+/// One interleave slot: a file (by position in the epoch's list) and where
+/// its next chunk starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Slot {
+    pub(crate) file: usize,
+    pub(crate) next: ChunkPos,
+}
+
+impl StreamCursor {
+    /// The start of an epoch over `files` files, `cycle` at a time.
+    pub(crate) fn start(files: usize, cycle: usize) -> Self {
+        let cycle = cycle.max(1);
+        StreamCursor {
+            next_file: cycle.min(files),
+            slots: (0..cycle)
+                .map(|i| {
+                    (i < files).then_some(Slot {
+                        file: i,
+                        next: ChunkPos::default(),
+                    })
+                })
+                .collect(),
+            turn: 0,
+            global: 0,
+        }
+    }
+
+    /// Whether every slot is closed.
+    pub(crate) fn ended(&self) -> bool {
+        self.slots.iter().all(Option::is_none)
+    }
+}
+
+/// Reads the chunks of one slot's file.
+pub(crate) trait SlotReader {
+    /// What a chunk is.
+    type Chunk;
+    /// The next chunk and where the one after starts; `None` at the end.
+    fn next(&mut self) -> Result<Option<(Self::Chunk, ChunkPos)>>;
+}
+
+impl SlotReader for Chunker {
+    type Chunk = RawChunk;
+
+    fn next(&mut self) -> Result<Option<(RawChunk, ChunkPos)>> {
+        Ok(Chunker::next(self)?.map(|raw| {
+            let next = raw.next;
+            (raw, next)
+        }))
+    }
+}
+
+/// `cycle_length` files at a time, one chunk from each in turn (a file
+/// that ends gives its slot to the next file at once, which then gives the
+/// chunk; a slot with no file left closes), as `tf.data`'s `interleave`
+/// with a block length of one chunk.
+pub(crate) struct Interleave<R> {
+    pub(crate) cursor: StreamCursor,
+    open: Vec<Option<R>>,
+}
+
+impl<R: SlotReader> Interleave<R> {
+    pub(crate) fn new(cursor: StreamCursor) -> Self {
+        let open = cursor.slots.iter().map(|_| None).collect();
+        Interleave { cursor, open }
+    }
+
+    /// The next chunk of the stream, its file (position in the list) and
+    /// its global number; `open(file, pos)` opens a file at a position.
+    pub(crate) fn next(
+        &mut self,
+        files: usize,
+        open: &mut impl FnMut(usize, ChunkPos) -> Result<R>,
+    ) -> Result<Option<(R::Chunk, usize, u64)>> {
+        let c = &mut self.cursor;
+        let k = c.slots.len();
+        while !c.ended() {
+            let i = c.turn % k;
+            let Some(slot) = c.slots[i] else {
+                c.turn = (i + 1) % k;
+                continue;
+            };
+            if self.open[i].is_none() {
+                self.open[i] = Some(open(slot.file, slot.next)?);
+            }
+            let reader = self.open[i].as_mut().expect("opened above");
+            match reader.next()? {
+                Some((chunk, next)) => {
+                    c.slots[i] = Some(Slot {
+                        file: slot.file,
+                        next,
+                    });
+                    c.turn = (i + 1) % k;
+                    let global = c.global;
+                    c.global += 1;
+                    return Ok(Some((chunk, slot.file, global)));
+                }
+                None => {
+                    self.open[i] = None;
+                    if c.next_file < files {
+                        c.slots[i] = Some(Slot {
+                            file: c.next_file,
+                            next: ChunkPos::default(),
+                        });
+                        c.next_file += 1;
+                    } else {
+                        c.slots[i] = None;
+                        c.turn = (i + 1) % k;
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// The record count of each chunk of `input`, read without decoding (Avro
+/// blocks are not even decompressed).
+pub(crate) fn chunk_counts(options: &ReadOptions, input: &Input) -> Result<Vec<u64>> {
+    let mut chunker = Chunker::open(options, input, ChunkPos::default())?;
+    let mut counts = Vec::new();
+    while let Some(raw) = chunker.next()? {
+        counts.push(raw.chunk.record_count as u64);
+    }
+    Ok(counts)
+}
+
+/// A file known by its chunk sizes, for simulating the stream.
+pub(crate) struct Counted<'a> {
+    counts: &'a [u64],
+    at: usize,
+}
+
+impl<'a> Counted<'a> {
+    pub(crate) fn new(counts: &'a [u64], pos: ChunkPos) -> Self {
+        Counted {
+            counts,
+            at: pos.index as usize,
+        }
+    }
+}
+
+impl SlotReader for Counted<'_> {
+    type Chunk = u64;
+
+    fn next(&mut self) -> Result<Option<(u64, ChunkPos)>> {
+        let Some(&n) = self.counts.get(self.at) else {
+            return Ok(None);
+        };
+        self.at += 1;
+        Ok(Some((
+            n,
+            ChunkPos {
+                index: self.at as u64,
+                ..ChunkPos::default()
+            },
+        )))
+    }
+}

@@ -1,0 +1,228 @@
+//! The autotuner in simulation: with injected costs, the chosen thread
+//! count and spread are optimal for the model, and calibration recovers
+//! the costs that produced the timings. No wall clock is involved.
+
+use grist_loader::autotune::{Calibrator, CostModel, PartTiming, WorkItem, plan, spread};
+
+/// A small deterministic generator for the instances.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// The units a cut can fall between: each row of a splittable item, each
+/// whole atomic item.
+fn elements(items: &[WorkItem], costs: &[f64]) -> Vec<f64> {
+    let mut out = Vec::new();
+    for (item, &c) in items.iter().zip(costs) {
+        if item.records == 0 {
+            continue;
+        }
+        if item.splittable {
+            out.extend(std::iter::repeat_n(
+                c / item.records as f64,
+                item.records as usize,
+            ));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The optimal longest part of a cut of `e` into at most `t` contiguous
+/// parts, by dynamic programming over every cut.
+fn optimum(e: &[f64], t: usize) -> f64 {
+    let n = e.len();
+    let mut prefix = vec![0.0; n + 1];
+    for i in 0..n {
+        prefix[i + 1] = prefix[i] + e[i];
+    }
+    // best[k][i]: the best longest part for the first i elements in k parts.
+    let mut best = vec![vec![f64::INFINITY; n + 1]; t + 1];
+    best[0][0] = 0.0;
+    for k in 1..=t {
+        for i in 0..=n {
+            for j in 0..=i {
+                let v = best[k - 1][j].max(prefix[i] - prefix[j]);
+                if v < best[k][i] {
+                    best[k][i] = v;
+                }
+            }
+        }
+    }
+    (1..=t).map(|k| best[k][n]).fold(f64::INFINITY, f64::min)
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-7 * a.abs().max(b.abs()) + 1e-15
+}
+
+fn random_items(rng: &mut Lcg, n: usize) -> Vec<WorkItem> {
+    (0..n)
+        .map(|_| WorkItem {
+            records: 1 + rng.below(40),
+            inflate_bytes: if rng.below(2) == 0 {
+                0
+            } else {
+                rng.below(50_000)
+            },
+            splittable: rng.below(2) == 0,
+        })
+        .collect()
+}
+
+#[test]
+fn spread_is_the_optimal_contiguous_cut() {
+    let mut rng = Lcg(1);
+    for case in 0..300 {
+        let items = random_items(&mut rng, 1 + (case % 9));
+        let costs: Vec<f64> = items
+            .iter()
+            .map(|i| 1e-6 * i.records as f64 + 3e-9 * i.inflate_bytes as f64)
+            .collect();
+        for t in 1..=5 {
+            let (parts, longest) = spread(&items, &costs, t);
+            assert!(!parts.is_empty() && parts.len() <= t);
+            // Every row once, in order.
+            let mut next = vec![0u64; items.len()];
+            let mut last_item = 0;
+            for piece in parts.iter().flatten() {
+                assert!(piece.item >= last_item);
+                last_item = piece.item;
+                assert_eq!(piece.rows.start, next[piece.item], "case {case}");
+                assert!(piece.rows.end > piece.rows.start);
+                if !items[piece.item].splittable {
+                    assert_eq!(piece.rows, 0..items[piece.item].records);
+                }
+                next[piece.item] = piece.rows.end;
+            }
+            assert!(next.iter().zip(&items).all(|(n, i)| *n == i.records));
+            let want = optimum(&elements(&items, &costs), t);
+            assert!(
+                close(longest, want),
+                "case {case}, {t} threads: {longest} vs {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn splittable_work_finishes_together() {
+    let mut rng = Lcg(2);
+    for _ in 0..100 {
+        let items: Vec<WorkItem> = (0..1 + rng.below(6))
+            .map(|_| WorkItem {
+                records: 20 + rng.below(500),
+                inflate_bytes: 0,
+                splittable: true,
+            })
+            .collect();
+        let costs: Vec<f64> = items.iter().map(|i| 2e-6 * i.records as f64).collect();
+        let total: f64 = costs.iter().sum();
+        for t in 1..=4 {
+            let (parts, longest) = spread(&items, &costs, t);
+            assert_eq!(parts.len(), t);
+            // Within one row of sum(cost) / t.
+            assert!(
+                longest <= total / t as f64 + 2e-6 + 1e-12,
+                "{longest} vs {}",
+                total / t as f64
+            );
+        }
+    }
+}
+
+#[test]
+fn plan_picks_the_thread_count_the_model_prefers() {
+    let mut rng = Lcg(3);
+    for case in 0..200 {
+        let items = random_items(&mut rng, 1 + (case % 7));
+        let max = 1 + (case % 6);
+        let per_record = 1e-7 * (1 + rng.below(30)) as f64;
+        let per_byte = 1e-10 * (1 + rng.below(50)) as f64;
+        let o1 = 1e-6 * rng.below(200) as f64;
+        let o2 = 1e-8 * rng.below(100) as f64;
+        // Overheads linear and quadratic in the extra threads.
+        let model = CostModel::uniform(max, per_record, per_byte, |t| {
+            o1 * (t - 1) as f64 + o2 * ((t - 1) * (t - 1)) as f64
+        });
+        let p = plan(&items, &model);
+        let costs: Vec<f64> = items.iter().map(|i| model.cost(1, i)).collect();
+        let rows: u64 = items.iter().map(|i| i.records).sum();
+        // The model's time of every thread count, from the exact optimum.
+        let times: Vec<f64> = (1..=max.min(rows as usize))
+            .map(|t| optimum(&elements(&items, &costs), t) + model.overhead[t - 1])
+            .collect();
+        let best = times.iter().copied().fold(f64::INFINITY, f64::min);
+        assert!(
+            close(p.predicted, best),
+            "case {case}: {} vs {best} ({times:?})",
+            p.predicted
+        );
+        assert!(
+            close(times[p.threads - 1], best),
+            "case {case}: chose {} of {times:?}",
+            p.threads
+        );
+        assert_eq!(p.parts.len(), p.threads);
+    }
+}
+
+#[test]
+fn calibration_recovers_the_costs() {
+    // Timings made by a "machine" costing 0.8 µs per record and 4 ns per
+    // inflated byte, parts slowed by 30% when two run at once, 25 µs to
+    // start the second thread.
+    let truth = |t: usize, p: &PartTiming| {
+        let slow = if t == 2 { 1.3 } else { 1.0 };
+        slow * (0.8e-6 * p.records as f64 + 4e-9 * p.inflate_bytes as f64)
+    };
+    let mut model = CostModel::new(2);
+    let mut cal = Calibrator::new(2);
+    let mut rng = Lcg(4);
+    for batch in 0..400 {
+        let t = 1 + batch % 2;
+        let mut parts: Vec<PartTiming> = (0..t)
+            .map(|_| PartTiming {
+                records: 100 + rng.below(1000),
+                inflate_bytes: rng.below(200_000),
+                seconds: 0.0,
+            })
+            .collect();
+        for p in &mut parts {
+            p.seconds = truth(t, p);
+        }
+        let longest = parts.iter().map(|p| p.seconds).fold(0.0, f64::max);
+        let overhead = if t == 2 { 25e-6 } else { 1e-6 };
+        cal.observe(&mut model, &parts, longest + overhead);
+    }
+    let near = |a: f64, b: f64| (a - b).abs() <= 0.01 * b;
+    assert!(near(model.per_record[0], 0.8e-6), "{model:?}");
+    assert!(near(model.per_inflated_byte[0], 4e-9), "{model:?}");
+    assert!(near(model.per_record[1], 1.3 * 0.8e-6), "{model:?}");
+    assert!(near(model.per_inflated_byte[1], 1.3 * 4e-9), "{model:?}");
+    assert!(near(model.overhead[1], 25e-6), "{model:?}");
+    assert!(near(model.overhead[0], 1e-6), "{model:?}");
+    assert!(cal.measured(1) && cal.measured(2));
+    // With these costs, 2 threads pay off for 4000 records, not for 20.
+    let big = [WorkItem {
+        records: 4000,
+        inflate_bytes: 0,
+        splittable: true,
+    }];
+    let small = [WorkItem {
+        records: 20,
+        inflate_bytes: 0,
+        splittable: true,
+    }];
+    assert_eq!(plan(&big, &model).threads, 2);
+    assert_eq!(plan(&small, &model).threads, 1);
+}

@@ -1,0 +1,122 @@
+//! Resuming after any batch reproduces the rest bit for bit.
+
+use grist_loader::{Epochs, Error, ShardMode, Threads};
+
+use crate::support::{Fixture, KINDS, Kind, drain, roundtrip};
+
+/// For every `k`, a loader that took `k` batches, saved its state (through
+/// JSON), and a new loader restored from it yield the same batches as the
+/// uninterrupted run from batch `k` on.
+fn check_resume(fx: &Fixture, builder: impl Fn() -> grist_loader::LoaderBuilder, what: &str) {
+    let reference = drain(&mut builder().build().unwrap());
+    assert!(reference.len() > 4, "{what}");
+    for k in 0..=reference.len() {
+        let mut first = builder().build().unwrap();
+        for _ in 0..k {
+            first.next_batch().unwrap().unwrap();
+        }
+        let state = roundtrip(&first.state());
+        // A different thread count must not matter.
+        let mut second = builder()
+            .with_threads(Threads::Fixed(1 + k % 3))
+            .build()
+            .unwrap();
+        second.restore(&state).unwrap();
+        let rest = drain(&mut second);
+        assert_eq!(rest.len(), reference.len() - k, "{what}: after {k} batches");
+        for (i, (got, want)) in rest.iter().zip(&reference[k..]).enumerate() {
+            assert!(got == want, "{what}: after {k} batches, batch {i} differs");
+        }
+        // The interrupted loader also goes on where it was.
+        let on = drain(&mut first);
+        assert!(on == rest, "{what}: after {k} batches");
+    }
+    let _ = fx;
+}
+
+#[test]
+fn resume_after_any_batch() {
+    for kind in KINDS {
+        let fx = Fixture::standard(kind);
+        for shuffle in [false, true] {
+            check_resume(
+                &fx,
+                || {
+                    fx.builder()
+                        .with_shuffle(shuffle)
+                        .with_shuffle_buffer(30)
+                        .with_seed(11)
+                        .with_cycle_length(2)
+                        .with_epochs(Epochs::Count(2))
+                },
+                &format!("{kind:?} shuffle {shuffle}"),
+            );
+        }
+    }
+}
+
+#[test]
+fn resume_a_shard_with_equal_batches() {
+    for kind in [
+        Kind::Avro,
+        Kind::TfrecordGzip,
+        Kind::Ffrecord,
+        Kind::OfrecordIndexed,
+    ] {
+        let fx = Fixture::standard(kind);
+        check_resume(
+            &fx,
+            || {
+                fx.builder()
+                    .with_shuffle(true)
+                    .with_seed(2)
+                    .with_shard(1, 3)
+                    .with_shard_mode(ShardMode::Records)
+                    .with_equal_batches(true)
+                    .with_epochs(Epochs::Count(2))
+            },
+            &format!("{kind:?} rank 1 of 3"),
+        );
+    }
+}
+
+#[test]
+fn a_state_only_fits_its_own_arguments() {
+    let fx = Fixture::standard(Kind::Tfrecord);
+    let mut a = fx
+        .builder()
+        .with_shuffle(true)
+        .with_seed(1)
+        .build()
+        .unwrap();
+    a.next_batch().unwrap().unwrap();
+    let state = a.state();
+    for other in [
+        fx.builder().with_shuffle(true).with_seed(2),
+        fx.builder()
+            .with_shuffle(true)
+            .with_seed(1)
+            .with_batch_size(8),
+        fx.builder()
+            .with_shuffle(true)
+            .with_seed(1)
+            .with_shard(0, 2),
+        fx.builder().with_seed(1),
+    ] {
+        let mut b = other.build().unwrap();
+        assert!(matches!(
+            b.restore(&state),
+            Err(Error::StateMismatch { .. })
+        ));
+    }
+    // The same arguments take it (the epoch count may differ).
+    let mut b = fx
+        .builder()
+        .with_shuffle(true)
+        .with_seed(1)
+        .with_epochs(Epochs::Count(3))
+        .build()
+        .unwrap();
+    b.restore(&state).unwrap();
+    assert_eq!(state.batches_in_epoch(), 1);
+}
