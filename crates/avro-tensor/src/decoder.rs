@@ -623,12 +623,15 @@ fn sparse(
                     if count == 0 {
                         break;
                     }
-                    let coo = &mut b.indices;
-                    coo.reserve(2 * count);
+                    // (row, index) pairs: rows filled here, indices below.
+                    let from = b.indices.len();
+                    b.indices.resize(from + 2 * count, row);
+                    let mut pairs = b.indices[from..].chunks_exact_mut(2);
                     let mut put = |i: i64| {
                         out_of_range |= i as u64 >= size;
-                        coo.push(row);
-                        coo.push(i);
+                        if let Some(pair) = pairs.next() {
+                            pair[1] = i;
+                        }
                     };
                     if matches!(leaf, Leaf::Int) {
                         r.ints(count, |v| put(v as i64))?;
