@@ -1,6 +1,6 @@
-//! `grist bench`: end-to-end decoding speed (read + framing + checks +
-//! parse into batches), repeated until enough time has passed, for
-//! TFRecord and Avro files alike.
+//! `grist bench`: end-to-end loading speed through grist-loader (read +
+//! framing + checks + shuffle + parse into batches), pass after pass until
+//! enough time has passed, for every format.
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -8,27 +8,63 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use grist_loader::{Epochs, Loader, Stats, Threads};
 use serde_json::json;
 
 use crate::fmt;
-use crate::format::{Format, FormatArg};
 use crate::out::Out;
-use crate::pipeline::{self, BatchOptions, Batches, load_spec};
+use crate::spec::load_spec;
+
+/// A format the loader reads, for `--format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum LoaderFormat {
+    /// TFRecord files of tf.Example / tf.SequenceExample records.
+    Tfrecord,
+    /// Avro object container files.
+    Avro,
+    /// FFRecord files of tf.Example samples.
+    Ffrecord,
+    /// OFRecord part files.
+    Ofrecord,
+}
+
+impl From<LoaderFormat> for grist_loader::Format {
+    fn from(f: LoaderFormat) -> Self {
+        match f {
+            LoaderFormat::Tfrecord => grist_loader::Format::Tfrecord,
+            LoaderFormat::Avro => grist_loader::Format::Avro,
+            LoaderFormat::Ffrecord => grist_loader::Format::Ffrecord,
+            LoaderFormat::Ofrecord => grist_loader::Format::Ofrecord,
+        }
+    }
+}
+
+/// `--threads`: a number or `autotune`.
+pub(crate) fn parse_threads(s: &str) -> Result<Threads, String> {
+    if s.eq_ignore_ascii_case("autotune") {
+        return Ok(Threads::Autotune);
+    }
+    match s.parse::<usize>() {
+        Ok(n) if (1..=1024).contains(&n) => Ok(Threads::Fixed(n)),
+        _ => Err(format!("expected 1 to 1024 or `autotune`, not {s:?}")),
+    }
+}
 
 /// Arguments of `grist bench`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Reads and decodes all files into batches, over and over, until at least \
-                        --min-seconds have passed (at least once), then prints records/s, MB/s \
-                        (file bytes as stored) and the median time per batch. With --threads N \
-                        each batch's rows are split into N contiguous parts decoded in \
-                        parallel (for Avro, cut at block boundaries where one is close).\n\n\
+    after_help = "Loads all files into batches through grist's loader (a prefetch thread reading \
+                        ahead, the batch's rows parsed on several threads), pass after pass, \
+                        until at least --min-seconds have passed (at least one pass), then prints \
+                        records/s, MB/s (file bytes as stored), the median time per batch, the \
+                        records per CPU-second of the whole process, the thread counts chosen, and \
+                        the time spent waiting for I/O versus decoding.\n\n\
                         Example:\n  \
                         grist gen prod19 --records 200000 --out /tmp/prod19\n  \
                         grist bench --spec /tmp/prod19/prod19.spec.json --batch-size 256 \
-                        --threads 2 /tmp/prod19/prod19.tfrecord\n  \
-                        grist gen prod19 --format avro --codec deflate --out /tmp/prod19\n  \
-                        grist bench --spec /tmp/prod19/prod19.avro.spec.json /tmp/prod19/prod19.avro"
+                        --threads autotune --shuffle-buffer 10000 /tmp/prod19/prod19.tfrecord\n  \
+                        grist demo --dir /tmp/demo   # also writes FFRecord and OFRecord files\n  \
+                        grist bench --spec /tmp/demo/prod19.spec.json /tmp/demo/prod19.ffr"
 )]
 pub(crate) struct Args {
     /// The spec file (features to parse), as for `grist cat --spec`.
@@ -40,12 +76,30 @@ pub(crate) struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     batch_size: Option<u64>,
 
-    /// Decode threads per batch.
-    #[arg(long, value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u64).range(1..1025))]
-    threads: u64,
+    /// Parse threads per batch: a number, or `autotune` (the loader's cost
+    /// model picks per batch, up to one per CPU core).
+    #[arg(long, value_name = "N|autotune", default_value = "autotune", value_parser = parse_threads)]
+    threads: Threads,
 
-    /// Skip the CRC checks (TFRecord; Avro blocks are always checked).
+    /// Shuffle: streams sample each batch from this many records beyond
+    /// the batch, in a file order shuffled per pass; files read by record
+    /// number (FFRecord, TFRecord with .idx files, OFRecord) follow an
+    /// exact permutation. 0: no shuffle.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    shuffle_buffer: u64,
+
+    /// The shuffle's seed.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    seed: u64,
+
+    /// Streams: how many files are read at once, one chunk from each in
+    /// turn.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    cycle_length: u64,
+
+    /// Skip the CRC checks (TFRecord CRC32Cs, FFRecord CRC-32s; Avro
+    /// blocks are always checked).
     #[arg(long)]
     no_crc: bool,
 
@@ -54,15 +108,20 @@ pub(crate) struct Args {
     min_seconds: f64,
 
     /// Print one JSON object: records, batches, seconds, records_per_s,
-    /// bytes_per_s, threads, batch_size, median_batch_ms.
+    /// bytes_per_s, cpu_seconds, records_per_cpu_s, threads, threads_mean,
+    /// threads_used, batch_size, shuffle_buffer, median_batch_ms,
+    /// io_wait_s, decode_s, read_s.
     #[arg(long)]
     json: bool,
 
-    #[command(flatten)]
-    format: FormatArg,
+    /// The format of the files. By default, from the file names: .avro is
+    /// Avro, .ffr FFRecord, .tfrecord (and .tfrecord.gz, ...) TFRecord,
+    /// part-N OFRecord.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    format: Option<LoaderFormat>,
 
-    /// TFRecord or Avro files (all of one format), read in order on each
-    /// pass.
+    /// Files, folders or glob patterns (all of one format), read in order
+    /// on each pass unless shuffled.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
 }
@@ -73,7 +132,33 @@ struct Measured {
     records: u64,
     batches: u64,
     elapsed: Duration,
+    cpu: Option<Duration>,
     batch_times: Vec<Duration>,
+    stats: Stats,
+}
+
+/// The loader of `args`.
+fn loader(args: &Args, epochs: Epochs) -> anyhow::Result<Loader> {
+    let loaded = load_spec(&args.spec)?;
+    let mut builder = Loader::builder()
+        .with_paths(args.files.iter().cloned())
+        .with_spec_file(loaded.spec)
+        .with_threads(args.threads)
+        .with_shuffle(args.shuffle_buffer > 0)
+        .with_shuffle_buffer(args.shuffle_buffer as usize)
+        .with_seed(args.seed)
+        .with_cycle_length(args.cycle_length as usize)
+        .with_check_crc(!args.no_crc)
+        .with_epochs(epochs);
+    if let Some(b) = args.batch_size {
+        builder = builder.with_batch_size(b as usize);
+    }
+    if let Some(f) = args.format {
+        builder = builder.with_format(f.into());
+    }
+    builder
+        .build()
+        .with_context(|| format!("spec file {}", args.spec.display()))
 }
 
 /// Runs `grist bench`.
@@ -81,60 +166,66 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let Ok(min_time) = Duration::try_from_secs_f64(args.min_seconds) else {
         anyhow::bail!("--min-seconds must be a non-negative number of seconds");
     };
-    let loaded = load_spec(&args.spec)?;
-    let format = args.format.of_all(&args.files)?;
-    let batch_size = args
-        .batch_size
-        .map(|b| b as usize)
-        .or(loaded.spec.batch_size)
-        .unwrap_or(1024);
-    let threads = args.threads as usize;
-    let mut pass_bytes = 0u64;
-    for f in &args.files {
-        pass_bytes += std::fs::metadata(f)
-            .with_context(|| format!("{}", f.display()))?
-            .len();
-    }
-    let options = BatchOptions {
-        batch_size,
-        drop_remainder: loaded.spec.drop_remainder == Some(true),
-        threads,
-        check_crc: !args.no_crc,
-    };
-    let mut reader = pipeline::open(args.files.clone(), format, &loaded, options)?;
-    let m = measure(reader.as_mut(), min_time)?;
+    let mut loader = loader(&args, Epochs::Endless)?;
+    let m = measure(&mut loader, min_time)?;
+    let pass_bytes = m.stats.bytes.checked_div(m.passes).unwrap_or(0);
 
     let seconds = m.elapsed.as_secs_f64().max(1e-9);
     let records_per_s = m.records as f64 / seconds;
-    let bytes_per_s = (pass_bytes * m.passes) as f64 / seconds;
+    let bytes_per_s = m.stats.bytes as f64 / seconds;
+    let cpu = m.cpu.map(|c| c.as_secs_f64());
+    let per_cpu = cpu.map(|c| m.records as f64 / c.max(1e-9));
     let median_ms = median(m.batch_times).as_secs_f64() * 1e3;
+    let threads = match args.threads {
+        Threads::Fixed(n) => json!(n),
+        _ => json!("autotune"),
+    };
     let mut out = Out::stdout();
     if args.json {
         out.json(&json!({
+            "format": loader.format().name(),
             "records": m.records,
             "batches": m.batches,
             "seconds": seconds,
             "records_per_s": records_per_s,
             "bytes_per_s": bytes_per_s,
+            "cpu_seconds": cpu,
+            "records_per_cpu_s": per_cpu,
             "threads": threads,
-            "batch_size": batch_size,
+            "threads_mean": m.stats.mean_threads(),
+            "threads_used": m.stats.threads_used,
+            "batch_size": loader.batch_size(),
+            "shuffle_buffer": args.shuffle_buffer,
             "median_batch_ms": median_ms,
+            "io_wait_s": m.stats.io_wait.as_secs_f64(),
+            "decode_s": m.stats.decode.as_secs_f64(),
+            "read_s": m.stats.read.as_secs_f64(),
         }))?;
     } else {
-        let files = match args.files.len() {
-            1 => args.files[0].display().to_string(),
-            n => format!("{n} files"),
+        let files = match (args.files.len(), loader.files()) {
+            (1, 1) => args.files[0].display().to_string(),
+            (_, n) => format!("{n} files"),
         };
-        let checks = match (format, args.no_crc) {
-            (Format::Tfrecord, false) => "CRC checked",
-            (Format::Tfrecord, true) => "CRC off",
-            (Format::Avro, _) => "sync markers checked",
+        let shuffle = match (args.shuffle_buffer, loader.is_random_access()) {
+            (0, _) => "no shuffle".to_string(),
+            (_, true) => "exact shuffle".to_string(),
+            (n, false) => format!("shuffle buffer {}", fmt::count(n)),
+        };
+        let threads = match args.threads {
+            Threads::Fixed(1) => "1 thread".to_string(),
+            Threads::Fixed(n) => format!("{n} threads"),
+            _ => "threads autotuned".to_string(),
         };
         out.line(format_args!(
-            "{files}: {} {} per pass; batch {batch_size}, {threads} thread{}, {checks}",
-            format.name(),
+            "{files}: {} {} per pass; batch {}, {threads}, {shuffle}, {}",
+            loader.format().name(),
             fmt::bytes(pass_bytes),
-            if threads == 1 { "" } else { "s" },
+            loader.batch_size(),
+            if args.no_crc {
+                "checksums off"
+            } else {
+                "checksums checked"
+            },
         ))?;
         out.line(format_args!(
             "  {} pass{} in {}: {} records in {} batches",
@@ -149,47 +240,93 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             fmt::per_second(records_per_s, "records"),
             fmt::mb_per_second(bytes_per_s)
         ))?;
+        if let (Some(cpu), Some(per_cpu)) = (cpu, per_cpu) {
+            out.line(format_args!(
+                "  {cpu:.2} CPU-seconds: {} records per CPU-second",
+                fmt::count(per_cpu as u64)
+            ))?;
+        }
+        let used: Vec<String> = m
+            .stats
+            .threads_used
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(t, n)| format!("{} × {}", fmt::count(*n), t + 1))
+            .collect();
+        out.line(format_args!(
+            "  parse threads per batch: mean {:.2} ({}); waiting for I/O {}, decoding {}, \
+             reading (prefetch thread) {}",
+            m.stats.mean_threads(),
+            used.join(", "),
+            fmt::seconds(m.stats.io_wait),
+            fmt::seconds(m.stats.decode),
+            fmt::seconds(m.stats.read),
+        ))?;
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Reads every batch of the files, pass after pass, until `min` has
-/// passed (at least one pass; one only when a pass yields nothing).
-fn measure(reader: &mut dyn Batches, min: Duration) -> anyhow::Result<Measured> {
+/// Reads batches, pass after pass, until `min` has passed at the end of a
+/// pass (at least one pass; one only when a pass yields nothing).
+fn measure(loader: &mut Loader, min: Duration) -> anyhow::Result<Measured> {
     let mut m = Measured {
         passes: 0,
         records: 0,
         batches: 0,
         elapsed: Duration::ZERO,
+        cpu: None,
         batch_times: Vec::new(),
+        stats: loader.stats(),
     };
+    let cpu_start = cpu_time();
     let start = Instant::now();
+    let mut pass_records = 0u64;
+    let mut end;
     loop {
-        if m.passes > 0 {
-            reader.rewind();
-        }
-        let mut pass_records = 0;
-        loop {
-            let t = Instant::now();
-            let Some(batch) = reader.next_batch()? else {
-                break;
-            };
-            m.batch_times.push(t.elapsed());
-            pass_records += batch.rows() as u64;
-            m.batches += 1;
-            // The batch is consumed here; its memory serves the next one,
-            // as a training loop that hands batches back would.
-            reader.recycle(black_box(batch));
-        }
-        m.records += pass_records;
-        m.passes += 1;
-        if start.elapsed() >= min || pass_records == 0 {
+        let t = Instant::now();
+        end = t;
+        let Some(batch) = loader.next_batch() else {
+            m.passes += 1;
             break;
+        };
+        let batch = batch?;
+        if loader.epoch() > m.passes {
+            // The batch opens a new pass: the previous one ended at `t`
+            // (the CPU time counts this one batch more).
+            m.passes += 1;
+            if t - start >= min || pass_records == 0 {
+                break;
+            }
+            pass_records = 0;
         }
+        m.batch_times.push(t.elapsed());
+        pass_records += batch.rows() as u64;
+        m.records += batch.rows() as u64;
+        m.batches += 1;
+        // The batch is consumed here; its memory serves the next one, as a
+        // training loop that hands batches back would.
+        loader.recycle(black_box(batch));
     }
-    m.elapsed = start.elapsed();
+    m.elapsed = end - start;
+    m.cpu = cpu_start.and_then(|s| cpu_time().map(|e| e.saturating_sub(s)));
+    m.stats = loader.stats();
     Ok(m)
+}
+
+/// The CPU time (user + system) of this process so far, from
+/// `/proc/self/stat` (Linux; `None` elsewhere).
+fn cpu_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) in
+    // parentheses; utime and stime are fields 14 and 15 (1-based), in
+    // clock ticks of 1/100 s (USER_HZ on Linux).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(Duration::from_millis((utime + stime) * 10))
 }
 
 /// The median of `times` (zero when empty).
@@ -200,4 +337,24 @@ fn median(mut times: Vec<Duration>) -> Duration {
     let mid = times.len() / 2;
     let (_, m, _) = times.select_nth_unstable(mid);
     *m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_parse() {
+        assert_eq!(parse_threads("autotune"), Ok(Threads::Autotune));
+        assert_eq!(parse_threads("2"), Ok(Threads::Fixed(2)));
+        assert!(parse_threads("0").is_err());
+        assert!(parse_threads("two").is_err());
+    }
+
+    #[test]
+    fn cpu_time_is_read() {
+        if cfg!(target_os = "linux") {
+            assert!(cpu_time().is_some());
+        }
+    }
 }

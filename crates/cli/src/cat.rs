@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use anyhow::Context as _;
 use clap::ArgGroup;
 use grist_tensor::json::batch_to_json;
 use serde_json::{Value, json};
@@ -23,8 +24,8 @@ use sha2::{Digest, Sha256};
 
 use crate::format::{Format, FormatArg};
 use crate::out::Out;
-use crate::pipeline::{self, BatchOptions, load_spec};
 use crate::records::RecordFile;
+use crate::spec::load_spec;
 
 /// Arguments of `grist cat`.
 #[derive(Debug, clap::Args)]
@@ -107,23 +108,31 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--spec`: one JSON line per decoded batch.
+/// `--spec`: one JSON line per decoded batch, through grist's loader (in
+/// file order, no shuffle).
 fn cat_batches(args: &Args, spec_path: &Path, out: &mut Out) -> anyhow::Result<()> {
     let loaded = load_spec(spec_path)?;
-    let format = args.format.of_all(&args.files)?;
-    let options = BatchOptions {
-        batch_size: args
-            .batch_size
-            .map(|b| b as usize)
-            .or(loaded.spec.batch_size)
-            .unwrap_or(1),
-        drop_remainder: args.drop_remainder || loaded.spec.drop_remainder == Some(true),
-        threads: args.threads as usize,
-        check_crc: true,
+    let format = match args.format.of_all(&args.files)? {
+        Format::Tfrecord => grist_loader::Format::Tfrecord,
+        Format::Avro => grist_loader::Format::Avro,
     };
-    let mut reader = pipeline::open(args.files.clone(), format, &loaded, options)?;
-    while let Some(batch) = reader.next_batch()? {
-        out.json(&batch_to_json(&batch))?;
+    let batch_size = args
+        .batch_size
+        .map(|b| b as usize)
+        .or(loaded.spec.batch_size)
+        .unwrap_or(1);
+    let drop_remainder = args.drop_remainder || loaded.spec.drop_remainder == Some(true);
+    let mut loader = grist_loader::Loader::builder()
+        .with_paths(args.files.iter().cloned())
+        .with_format(format)
+        .with_spec_file(loaded.spec)
+        .with_batch_size(batch_size)
+        .with_drop_remainder(drop_remainder)
+        .with_threads(grist_loader::Threads::Fixed(args.threads as usize))
+        .build()
+        .with_context(|| format!("spec file {}", spec_path.display()))?;
+    while let Some(batch) = loader.next_batch() {
+        out.json(&batch_to_json(&batch?))?;
     }
     Ok(())
 }

@@ -1,23 +1,32 @@
-//! `grist demo`: write a built-in dataset as TFRecord (plain and GZIP) and
-//! Avro (codecs null and deflate), read it back as batches, check every
-//! value, and report the speed.
+//! `grist demo`: write a built-in dataset in every format grist reads —
+//! TFRecord (plain and GZIP), Avro (codecs null and deflate), FFRecord
+//! and OFRecord — read each back through the loader in order, checking
+//! every value, then load each shuffled with autotuned threads and print a
+//! table of the speeds.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use grist_avro_tensor::Codec;
+use grist_loader::{Format as LoaderFormat, Loader, Threads};
+use grist_tensor::{Batch, SpecFile, Values};
+use grist_tfrecord::{ReaderOptions, RecordReader};
 
+use crate::bench::parse_threads;
 use crate::fmt;
+use crate::format::Format;
 use crate::out::Out;
-use crate::pipeline::{self, BatchOptions, LoadedSpec};
-use crate::prod19::{self, Expected, FileKind, Written};
+use crate::prod19::{self, Expected, FileKind};
 
 /// The batch size the demo reads with.
 const BATCH: usize = 1024;
 
-/// The files the demo writes.
+/// The shuffle buffer of the timed pass (streams), in records.
+const SHUFFLE_BUFFER: usize = 10_000;
+
+/// The files `prod19::write` writes for the demo.
 const KINDS: [FileKind; 4] = [
     FileKind::Tfrecord { gzip: false },
     FileKind::Tfrecord { gzip: true },
@@ -30,16 +39,21 @@ const KINDS: [FileKind; 4] = [
 #[command(
     after_help = "The dataset is prod19 (19 features: 6 scalars, 8 dense vectors, 5 sparse \
                         features), the same as `grist gen prod19` writes, as TFRecord files of \
-                        tf.Example records (plain and GZIP) and Avro files (codecs null and \
-                        deflate). Without --dir the files go to a temporary folder that is \
-                        removed afterwards."
+                        tf.Example records (plain and GZIP), Avro files (codecs null and \
+                        deflate), an FFRecord file of tf.Example samples and an OFRecord dataset \
+                        of four parts. Each is read back through grist's loader in order, every \
+                        value compared with the generated data; then each is loaded shuffled \
+                        (streams: a buffer of 10,000 records and the block sampling of \
+                        AvroTensorDataset; FFRecord and OFRecord: an exact permutation) with the \
+                        parse threads autotuned, and timed. Without --dir the files go to a \
+                        temporary folder that is removed afterwards."
 )]
 pub(crate) struct Args {
     /// Number of records to write.
     #[arg(long, value_name = "N", default_value_t = 20_000)]
     records: u64,
 
-    /// Random seed of the dataset.
+    /// Random seed of the dataset (and of the shuffle).
     #[arg(long, value_name = "S", default_value_t = 42)]
     seed: u64,
 
@@ -48,70 +62,143 @@ pub(crate) struct Args {
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
 
-    /// Decode threads per batch. By default, one per CPU core.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..1025))]
-    threads: Option<u64>,
+    /// Parse threads per batch: a number, or `autotune`.
+    #[arg(long, value_name = "N|autotune", default_value = "autotune", value_parser = parse_threads)]
+    threads: Threads,
 }
 
-/// The result of reading one file back.
-struct ReadBack {
+/// One data set of the demo: a file or folder, its format, what it is.
+struct Data {
+    path: PathBuf,
+    describe: String,
+    format: LoaderFormat,
+    /// The types it stores (Avro's own, or tf.Example's).
+    types: Format,
     records: u64,
-    batches: u64,
-    /// Time spent producing batches (reading, inflating, checking,
-    /// parsing), without the comparison.
-    decode_time: Duration,
+    bytes: u64,
 }
 
-/// Reads `file` back as batches, comparing each with the generated data.
-fn read_back(
-    file: &Written,
-    dir: &std::path::Path,
-    threads: usize,
-    records: u64,
-    seed: u64,
-) -> anyhow::Result<ReadBack> {
-    let format = file.kind.format();
-    let spec = LoadedSpec {
-        spec: prod19::spec_file(format),
-        path: prod19::spec_path(dir, format),
-    };
-    let options = BatchOptions {
-        batch_size: BATCH,
-        drop_remainder: false,
-        threads,
-        check_crc: true,
-    };
-    let mut reader = pipeline::open(vec![file.path.clone()], format, &spec, options)?;
-    let mut expected = Expected::new(records, seed, format);
-    let mut r = ReadBack {
-        records: 0,
-        batches: 0,
-        decode_time: Duration::ZERO,
-    };
-    loop {
-        let t = Instant::now();
-        let Some(batch) = reader.next_batch()? else {
-            break;
-        };
-        r.decode_time += t.elapsed();
+/// Writes an FFRecord file of the tf.Example records of `tfrecord`.
+fn write_ffrecord(tfrecord: &Path, path: &Path) -> anyhow::Result<u64> {
+    let mut reader = RecordReader::open(tfrecord, ReaderOptions::default())?;
+    let mut writer =
+        grist_ffrecord::FfrWriter::create(path, grist_ffrecord::WriterOptions::default())?;
+    while let Some(record) = reader.next_record()? {
+        writer.write_sample(record)?;
+    }
+    Ok(writer.finish()?.samples)
+}
+
+/// Writes the dataset as OFRecord parts in `dir` (four parts).
+fn write_ofrecord(dir: &Path, records: u64, seed: u64) -> anyhow::Result<u64> {
+    let specs = prod19::spec_file(Format::Tfrecord).features;
+    let mut writer = grist_ofrecord::DatasetWriter::create(dir)?
+        .with_records_per_part(records.div_ceil(4).max(1));
+    for chunk in prod19::chunks(records, seed, Format::Tfrecord) {
+        for record in grist_ofrecord::encode_batch(&chunk, &specs)? {
+            writer.write_record(&record)?;
+        }
+    }
+    Ok(writer.finish()?.records)
+}
+
+/// The size of a file, or of the files of a folder.
+fn size(path: &Path) -> anyhow::Result<u64> {
+    let meta = std::fs::metadata(path).with_context(|| format!("{}", path.display()))?;
+    if !meta.is_dir() {
+        return Ok(meta.len());
+    }
+    let mut total = 0;
+    for entry in std::fs::read_dir(path).with_context(|| format!("{}", path.display()))? {
+        total += entry?.metadata()?.len();
+    }
+    Ok(total)
+}
+
+/// The loader of `data`: batches of [`BATCH`], one epoch.
+fn loader(data: &Data, threads: Threads) -> anyhow::Result<grist_loader::LoaderBuilder> {
+    let spec: SpecFile = prod19::spec_file(data.types);
+    Ok(Loader::builder()
+        .with_path(&data.path)
+        .with_format(data.format)
+        .with_spec_file(spec)
+        .with_batch_size(BATCH)
+        .with_threads(threads))
+}
+
+/// The sum of `s_long0` over a batch: equal over two passes that read the
+/// same records, in whatever order.
+fn checksum(batch: &Batch) -> i64 {
+    match batch
+        .get("s_long0")
+        .and_then(|c| c.as_dense())
+        .map(|d| &d.values)
+    {
+        Some(Values::Int64(v)) => v.iter().fold(0i64, |a, &x| a.wrapping_add(x)),
+        _ => 0,
+    }
+}
+
+/// Reads `data` in order, comparing each batch with the generated data;
+/// returns the checksum of the records and the batch count.
+fn check(data: &Data, threads: Threads, records: u64, seed: u64) -> anyhow::Result<(i64, u64)> {
+    let mut expected = Expected::new(records, seed, data.types);
+    let mut loader = loader(data, threads)?.build()?;
+    let mut sum = 0i64;
+    let mut batches = 0u64;
+    while let Some(batch) = loader.next_batch() {
+        let batch = batch?;
         expected
             .check(&batch)
-            .with_context(|| format!("{}: batch {}", file.path.display(), r.batches))?;
-        r.records += batch.rows() as u64;
-        r.batches += 1;
+            .with_context(|| format!("{}: batch {batches}", data.path.display()))?;
+        sum = sum.wrapping_add(checksum(&batch));
+        batches += 1;
+        loader.recycle(batch);
     }
     expected
         .finish()
-        .with_context(|| format!("{}", file.path.display()))?;
-    Ok(r)
+        .with_context(|| format!("{}", data.path.display()))?;
+    Ok((sum, batches))
+}
+
+/// What the timed, shuffled pass measured.
+struct Timed {
+    records: u64,
+    batches: u64,
+    elapsed: Duration,
+    stats: grist_loader::Stats,
+    sum: i64,
+}
+
+/// Loads `data` shuffled, timed.
+fn timed(data: &Data, threads: Threads, seed: u64) -> anyhow::Result<Timed> {
+    let mut loader = loader(data, threads)?
+        .with_shuffle(true)
+        .with_shuffle_buffer(SHUFFLE_BUFFER)
+        .with_seed(seed)
+        .build()?;
+    let mut t = Timed {
+        records: 0,
+        batches: 0,
+        elapsed: Duration::ZERO,
+        stats: loader.stats(),
+        sum: 0,
+    };
+    let start = Instant::now();
+    while let Some(batch) = loader.next_batch() {
+        let batch = batch?;
+        t.records += batch.rows() as u64;
+        t.batches += 1;
+        t.sum = t.sum.wrapping_add(checksum(&batch));
+        loader.recycle(batch);
+    }
+    t.elapsed = start.elapsed();
+    t.stats = loader.stats();
+    Ok(t)
 }
 
 /// Runs `grist demo`.
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let threads = match args.threads {
-        Some(t) => t as usize,
-        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-    };
     let temp;
     let dir = match &args.dir {
         Some(dir) => dir.clone(),
@@ -131,7 +218,45 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     ))?;
     out.flush()?;
 
+    let start = Instant::now();
     let dataset = prod19::write(&dir, args.records, args.seed, &KINDS)?;
+    let mut all: Vec<Data> = dataset
+        .files
+        .iter()
+        .map(|f| Data {
+            path: f.path.clone(),
+            describe: f.kind.describe(),
+            format: match f.kind.format() {
+                Format::Tfrecord => LoaderFormat::Tfrecord,
+                Format::Avro => LoaderFormat::Avro,
+            },
+            types: f.kind.format(),
+            records: f.records,
+            bytes: f.bytes,
+        })
+        .collect();
+    let ffr = dir.join(format!("{}.ffr", prod19::NAME));
+    let samples = write_ffrecord(&dataset.files[0].path, &ffr)
+        .with_context(|| format!("writing {}", ffr.display()))?;
+    all.push(Data {
+        bytes: size(&ffr)?,
+        path: ffr,
+        describe: "FFRecord, tf.Example samples".into(),
+        format: LoaderFormat::Ffrecord,
+        types: Format::Tfrecord,
+        records: samples,
+    });
+    let of = dir.join(format!("{}.ofrecord", prod19::NAME));
+    let written = write_ofrecord(&of, args.records, args.seed)
+        .with_context(|| format!("writing {}", of.display()))?;
+    all.push(Data {
+        bytes: size(&of)?,
+        path: of,
+        describe: "OFRecord, 4 parts".into(),
+        format: LoaderFormat::Ofrecord,
+        types: Format::Tfrecord,
+        records: written,
+    });
     out.line(format_args!(
         "\nwrote{} (generate + encode + write took {})",
         if args.dir.is_some() {
@@ -139,21 +264,20 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         } else {
             ", in a temporary folder"
         },
-        fmt::seconds(dataset.elapsed)
+        fmt::seconds(start.elapsed())
     ))?;
-    let width = dataset
-        .files
+    let width = all
         .iter()
-        .map(|f| f.path.display().to_string().len())
+        .map(|d| d.path.display().to_string().len())
         .max()
         .unwrap_or(0);
-    for f in &dataset.files {
+    for d in &all {
         out.line(format_args!(
             "  {:<width$}  {:>10}  {:>8} records  {}",
-            f.path.display().to_string(),
-            fmt::bytes(f.bytes),
-            fmt::count(f.records),
-            f.kind.describe()
+            d.path.display().to_string(),
+            fmt::bytes(d.bytes),
+            fmt::count(d.records),
+            d.describe
         ))?;
     }
     for spec in &dataset.specs {
@@ -161,51 +285,108 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 
     out.line(format_args!(
-        "\nread back as batches of {BATCH} on {threads} decode thread{}, CRCs and sync markers \
-         checked, every value compared with the generated data",
-        if threads == 1 { "" } else { "s" }
+        "\nread back in order through the loader, batches of {BATCH}, checksums checked, \
+         every value compared with the generated data"
     ))?;
     out.flush()?;
-    for f in &dataset.files {
-        let r = read_back(f, &dir, threads, args.records, args.seed)?;
-        let secs = r.decode_time.as_secs_f64().max(1e-9);
+    let mut sums = Vec::new();
+    for d in &all {
+        let (sum, batches) = check(d, args.threads, args.records, args.seed)?;
+        sums.push(sum);
         out.line(format_args!(
-            "  {:<width$}  OK  {} records in {} batches  {:>22}  {:>12}",
-            f.path.display().to_string(),
-            fmt::count(r.records),
-            fmt::count(r.batches),
-            fmt::per_second(r.records as f64 / secs, "records"),
-            fmt::mb_per_second(f.bytes as f64 / secs)
+            "  {:<width$}  OK  {} records in {} batches",
+            d.path.display().to_string(),
+            fmt::count(d.records),
+            fmt::count(batches)
         ))?;
         out.flush()?;
+    }
+
+    out.line(format_args!(
+        "\nloaded shuffled (seed {}; streams: buffer of {} records + file order; FFRecord and \
+         OFRecord: exact permutation), parse threads {}",
+        args.seed,
+        fmt::count(SHUFFLE_BUFFER as u64),
+        match args.threads {
+            Threads::Fixed(n) => n.to_string(),
+            _ => "autotuned".into(),
+        }
+    ))?;
+    let rows: Vec<[String; 6]> = std::iter::once([
+        "format".to_string(),
+        "records".into(),
+        "batches".into(),
+        "records/s".into(),
+        "MB/s".into(),
+        "threads chosen".into(),
+    ])
+    .chain(
+        all.iter()
+            .zip(&sums)
+            .map(|(d, &sum)| -> anyhow::Result<[String; 6]> {
+                let t = timed(d, args.threads, args.seed)?;
+                if t.records != d.records || t.sum != sum {
+                    anyhow::bail!(
+                        "{}: the shuffled pass read other records ({} records) than the ordered one",
+                        d.path.display(),
+                        t.records
+                    );
+                }
+                let secs = t.elapsed.as_secs_f64().max(1e-9);
+                let used: Vec<String> = t
+                    .stats
+                    .threads_used
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, n)| **n > 0)
+                    .map(|(k, n)| format!("{}×{}", n, k + 1))
+                    .collect();
+                Ok([
+                    d.describe.clone(),
+                    fmt::count(t.records),
+                    fmt::count(t.batches),
+                    fmt::count((t.records as f64 / secs) as u64),
+                    format!("{:.1}", t.stats.bytes as f64 / secs / 1e6),
+                    format!("{:.2} ({})", t.stats.mean_threads(), used.join(", ")),
+                ])
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?,
+    )
+    .collect();
+    let widths: Vec<usize> = (0..6)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    for r in &rows {
+        let cells: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(c, (cell, &w))| {
+                if c == 0 || c == 5 {
+                    format!("{cell:<w$}")
+                } else {
+                    format!("{cell:>w$}")
+                }
+            })
+            .collect();
+        out.line(format_args!("  {}", cells.join("  ").trim_end()))?;
     }
 
     out.line("")?;
     match &args.dir {
         Some(dir) => {
-            let data = |kind: FileKind| dir.join(kind.file_name());
-            let plain = data(KINDS[0]);
-            let avro = data(KINDS[2]);
-            let spec = prod19::spec_path(dir, KINDS[0].format());
-            let avro_spec = prod19::spec_path(dir, KINDS[2].format());
+            let spec = prod19::spec_path(dir, Format::Tfrecord);
             out.line(format_args!(
-                "next: `grist cat --spec {} --batch-size 2 {} | head -n 1` prints a batch \
-                 as JSON; `grist bench --spec {} {}` measures speed (Avro: \
-                 `grist bench --spec {} {}`)",
+                "next: `grist bench --spec {} --shuffle-buffer 10000 {}` measures one of them \
+                 (Avro: --spec {})",
                 spec.display(),
-                plain.display(),
-                spec.display(),
-                plain.display(),
-                avro_spec.display(),
-                avro.display()
+                all[4].path.display(),
+                prod19::spec_path(dir, Format::Avro).display(),
             ))?;
         }
         None => out.line(
-            "next: `grist gen prod19 --out DIR` writes such files to keep (or rerun with --dir DIR); \
-             then `grist cat --spec DIR/prod19.spec.json --batch-size 2 DIR/prod19.tfrecord | head -n 1` \
-             prints a batch as JSON and `grist bench --spec DIR/prod19.spec.json \
-             DIR/prod19.tfrecord` measures speed (Avro: `grist gen prod19 --format avro --out DIR`, \
-             then `grist bench --spec DIR/prod19.avro.spec.json DIR/prod19.avro`)",
+            "next: rerun with --dir DIR to keep the files, then `grist bench --spec \
+             DIR/prod19.spec.json --shuffle-buffer 10000 DIR/prod19.ffr` measures one of them",
         )?,
     }
     out.flush()?;

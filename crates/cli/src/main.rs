@@ -16,9 +16,9 @@ mod generate;
 mod index;
 mod inspect;
 mod out;
-mod pipeline;
 mod prod19;
 mod records;
+mod spec;
 mod verify;
 
 use std::process::ExitCode;

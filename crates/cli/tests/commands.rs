@@ -330,7 +330,7 @@ fn gen_then_cat_count_and_bench() {
     assert_eq!(got, keys);
     assert_eq!(doc["records"], 300);
     assert_eq!(doc["batches"], 5);
-    assert_eq!(doc["threads"], 1);
+    assert_eq!(doc["threads"], "autotune");
     assert_eq!(doc["batch_size"], 64);
     assert!(doc["records_per_s"].as_f64().unwrap() > 0.0);
     assert!(doc["bytes_per_s"].as_f64().unwrap() > 0.0);
@@ -390,8 +390,12 @@ fn demo_writes_reads_back_and_checks() {
         keep.as_os_str(),
     ]);
     run.assert_ok("demo");
-    // Four files read back: TFRecord plain and GZIP, Avro null and deflate.
-    assert_eq!(run.stdout.matches(" OK ").count(), 4, "{}", run.stdout);
+    // Six data sets read back: TFRecord plain and GZIP, Avro null and
+    // deflate, FFRecord, OFRecord; each then loaded shuffled, in the table.
+    assert_eq!(run.stdout.matches(" OK ").count(), 6, "{}", run.stdout);
+    for format in ["FFRecord", "OFRecord", "threads chosen"] {
+        assert!(run.stdout.contains(format), "{}", run.stdout);
+    }
     assert!(run.stdout.contains("grist bench"), "{}", run.stdout);
     for name in [
         "prod19.tfrecord",
@@ -400,6 +404,8 @@ fn demo_writes_reads_back_and_checks() {
         "prod19.deflate.avro",
         "prod19.spec.json",
         "prod19.avro.spec.json",
+        "prod19.ffr",
+        "prod19.ofrecord/part-00000",
     ] {
         assert!(keep.join(name).exists(), "{name}");
     }
@@ -426,5 +432,5 @@ fn demo_writes_reads_back_and_checks() {
     // Without --dir nothing is left behind (the temporary folder goes).
     let run = grist(["demo", "--records", "300", "--threads", "1"]);
     run.assert_ok("demo in a temporary folder");
-    assert_eq!(run.stdout.matches(" OK ").count(), 4, "{}", run.stdout);
+    assert_eq!(run.stdout.matches(" OK ").count(), 6, "{}", run.stdout);
 }

@@ -256,15 +256,24 @@ pub fn check_parse(case: &Case, parse: &Value, threads: u32, dir: &Path) {
 }
 
 /// The keys of `grist bench --json`, whatever the format.
-pub const BENCH_KEYS: [&str; 8] = [
+pub const BENCH_KEYS: [&str; 17] = [
+    "format",
     "records",
     "batches",
     "seconds",
     "records_per_s",
     "bytes_per_s",
+    "cpu_seconds",
+    "records_per_cpu_s",
     "threads",
+    "threads_mean",
+    "threads_used",
     "batch_size",
+    "shuffle_buffer",
     "median_batch_ms",
+    "io_wait_s",
+    "decode_s",
+    "read_s",
 ];
 
 /// Runs `grist bench --json --spec SPEC EXTRA... FILE` and returns its one

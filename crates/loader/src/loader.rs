@@ -536,6 +536,11 @@ impl Loader {
         self.config.batch_size
     }
 
+    /// The epoch of the last batch yielded (counted from 0).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
     /// Whether records are read by number (see
     /// [`RandomAccess`]) rather than as a stream.
     pub fn is_random_access(&self) -> bool {

@@ -21,7 +21,8 @@ pub enum Threads {
 pub enum Epochs {
     /// This many passes.
     Count(u64),
-    /// Pass after pass, without end.
+    /// Pass after pass, without end (except that an epoch giving no
+    /// records ends the run, so that empty input does not loop forever).
     Endless,
 }
 

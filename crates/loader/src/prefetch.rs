@@ -4,8 +4,13 @@
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
+/// The most items the queue holds, whatever their weight (markers weigh
+/// nothing).
+const MAX_ITEMS: usize = 4096;
+
 /// A queue of items, each weighing some bytes, that holds at most `budget`
-/// bytes (or a single item heavier than that, so that nothing is stuck).
+/// bytes (or a single item heavier than that, so that nothing is stuck)
+/// and at most [`MAX_ITEMS`] items.
 #[derive(Debug)]
 pub(crate) struct Queue<T> {
     budget: u64,
@@ -65,7 +70,8 @@ impl<T> Queue<T> {
     }
 
     fn fits(&self, s: &State<T>, bytes: u64) -> bool {
-        s.items.is_empty() || s.bytes.saturating_add(bytes) <= self.budget
+        s.items.is_empty()
+            || (s.bytes.saturating_add(bytes) <= self.budget && s.items.len() < MAX_ITEMS)
     }
 
     fn put(s: &mut State<T>, item: T, bytes: u64) {

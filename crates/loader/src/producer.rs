@@ -87,6 +87,7 @@ impl Running {
                             counters: &counters,
                             gather: None,
                             counts: HashMap::new(),
+                            produced: false,
                         };
                         p.run(start)
                     }));
@@ -158,6 +159,8 @@ struct Producer<'q> {
     gather: Option<Gather>,
     /// Chunk record counts per input (stream mode, equal batch counts).
     counts: HashMap<usize, Vec<u64>>,
+    /// Whether this epoch handed out any records yet.
+    produced: bool,
 }
 
 impl Producer<'_> {
@@ -177,12 +180,21 @@ impl Producer<'_> {
             } else {
                 self.stream_epoch(epoch, resume)?;
             }
+            if self.config.epochs.is_none() && !self.produced {
+                // An endless run over input that gives this rank nothing
+                // would loop forever: it ends here.
+                return Ok(());
+            }
+            self.produced = false;
             epoch += 1;
             resume = Resume::Fresh;
         }
     }
 
-    fn push(&self, item: Item, bytes: u64) -> Result<(), Cancelled> {
+    fn push(&mut self, item: Item, bytes: u64) -> Result<(), Cancelled> {
+        if matches!(item, Item::Chunk(_) | Item::Gathered(_)) {
+            self.produced = true;
+        }
         self.queue.push(item, bytes)
     }
 
