@@ -203,6 +203,23 @@ impl AvroDecoder {
         rows: Range<usize>,
         out: &mut BatchBuilder,
     ) -> Result<()> {
+        self.decode_block_to(file, block, first_record, data, record_count, rows, out)
+            .map(|_| ())
+    }
+
+    /// [`decode_block`](Self::decode_block), returning where the record
+    /// after the last decoded one starts in `data`.
+    #[allow(clippy::too_many_arguments)]
+    fn decode_block_to(
+        &mut self,
+        file: &Arc<str>,
+        block: u64,
+        first_record: u64,
+        data: &[u8],
+        record_count: usize,
+        rows: Range<usize>,
+        out: &mut BatchBuilder,
+    ) -> Result<usize> {
         let at = || Location::block(file.clone(), block);
         let plan = self.plans.get(file).cloned().ok_or_else(|| Error::Schema {
             file: file.clone(),
@@ -268,7 +285,7 @@ impl AvroDecoder {
                 ),
             });
         }
-        Ok(())
+        Ok(r.pos)
     }
 
     /// Finishes a batch.
@@ -741,5 +758,26 @@ impl grist_tensor::Decoder for AvroDecoder {
             rows,
             out,
         )
+    }
+
+    /// Decodes as [`decode_chunk`](Self::decode_chunk) does and returns
+    /// where the record after the last decoded one starts in the block's
+    /// data, so a loader can cut the decoded records off.
+    fn decode_chunk_to(
+        &mut self,
+        chunk: &Chunk,
+        rows: Range<usize>,
+        out: &mut BatchBuilder,
+    ) -> Result<Option<usize>> {
+        self.decode_block_to(
+            &chunk.file,
+            chunk.index,
+            chunk.first_record,
+            &chunk.data,
+            chunk.record_count,
+            rows,
+            out,
+        )
+        .map(Some)
     }
 }
