@@ -17,6 +17,7 @@
 //! codec could possibly expand the bytes present), so a small block cannot
 //! make the reader allocate gigabytes.
 
+use bytes::Bytes;
 use std::fmt;
 #[cfg(any(feature = "zstandard", feature = "bzip2", feature = "xz"))]
 use std::io::Read;
@@ -279,6 +280,38 @@ impl Codec {
         }
     }
 
+    /// [`decompress`](Self::decompress), into shareable bytes. Deflate
+    /// blocks are inflated into buffers that return to a pool when the
+    /// bytes are dropped, so reading a file does not zero or fault in fresh
+    /// memory for every block.
+    pub fn decompress_bytes(
+        &self,
+        block: &[u8],
+        size_hint: usize,
+        limits: &Limits,
+        at: &Location,
+    ) -> Result<Bytes> {
+        #[cfg(feature = "deflate")]
+        if *self == Codec::Deflate {
+            let cap = output_cap(limits);
+            return inflate_pooled(block, size_hint.min(cap), cap).map_err(|e| match e {
+                Capped::Corrupt(reason) => Error::Decompress {
+                    at: at.clone(),
+                    codec: self.name(),
+                    reason,
+                },
+                _ => Error::TooLarge {
+                    at: at.clone(),
+                    what: "decompressed block",
+                    size: cap as u64 + 1,
+                    max: limits.max_alloc_bytes(),
+                },
+            });
+        }
+        self.decompress(block, size_hint, limits, at)
+            .map(Bytes::from)
+    }
+
     /// Compresses one block's serialized records, appending the stored
     /// bytes to `out`.
     ///
@@ -401,13 +434,29 @@ fn grow(out: &mut Vec<u8>, cap: usize) -> bool {
     true
 }
 
-/// Inflates a raw deflate stream, stopping at the end of the stream (later
-/// bytes are ignored). libdeflate inflates a whole block at once, about
-/// twice as fast as a streaming inflater, into a buffer sized from the
-/// previous block (`hint`) and the compressed size, grown (up to `cap`)
-/// and retried when the output does not fit.
+/// Inflates a raw deflate stream into a fresh buffer, stopping at the end
+/// of the stream (later bytes are ignored).
 #[cfg(feature = "deflate")]
 fn inflate(block: &[u8], hint: usize, cap: usize) -> std::result::Result<Vec<u8>, Capped> {
+    let mut out = Vec::new();
+    let n = inflate_into(block, hint, cap, &mut out)?;
+    out.truncate(n);
+    Ok(out)
+}
+
+/// Inflates a raw deflate stream into `out` (whatever it holds is
+/// overwritten; it is only grown, and only the growth is zeroed), returning
+/// the inflated length. libdeflate inflates a whole block at once, about
+/// twice as fast as a streaming inflater, into room sized from the previous
+/// block (`hint`) or the compressed size, grown (up to `cap`) and retried
+/// when the output does not fit.
+#[cfg(feature = "deflate")]
+fn inflate_into(
+    block: &[u8],
+    hint: usize,
+    cap: usize,
+    out: &mut Vec<u8>,
+) -> std::result::Result<usize, Capped> {
     use libdeflater::{DecompressionError, Decompressor};
     use std::cell::RefCell;
 
@@ -423,15 +472,15 @@ fn inflate(block: &[u8], hint: usize, cap: usize) -> std::result::Result<Vec<u8>
         h => h.saturating_add(h / 16),
     }
     .saturating_add(1024);
-    let mut size = guess.min(limit);
+    let mut size = guess.min(limit).max(out.len().min(limit));
     loop {
-        let mut out = vec![0u8; size];
-        let result = INFLATER.with(|d| d.borrow_mut().deflate_decompress(block, &mut out));
+        if out.len() < size {
+            out.resize(size, 0);
+        }
+        let room = &mut out[..size];
+        let result = INFLATER.with(|d| d.borrow_mut().deflate_decompress(block, room));
         match result {
-            Ok(n) if n <= cap => {
-                out.truncate(n);
-                return Ok(out);
-            }
+            Ok(n) if n <= cap => return Ok(n),
             Ok(_) => return Err(Capped::TooLarge),
             Err(DecompressionError::InsufficientSpace) if size < limit => {
                 size = size.saturating_mul(4).min(limit);
@@ -445,6 +494,55 @@ fn inflate(block: &[u8], hint: usize, cap: usize) -> std::result::Result<Vec<u8>
             }
         }
     }
+}
+
+/// Buffers of inflated blocks, taken back when their block is dropped and
+/// reused for later blocks: no zeroing, no fresh pages per block.
+#[cfg(feature = "deflate")]
+static POOL: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+
+/// At most this many buffers wait in the pool, each at most this large.
+#[cfg(feature = "deflate")]
+const POOL_BUFFERS: usize = 32;
+#[cfg(feature = "deflate")]
+const POOL_BUFFER_BYTES: usize = 16 << 20;
+
+/// An inflated block's buffer: back to [`POOL`] when dropped.
+#[cfg(feature = "deflate")]
+struct Pooled {
+    buf: Vec<u8>,
+    len: usize,
+}
+
+#[cfg(feature = "deflate")]
+impl AsRef<[u8]> for Pooled {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+#[cfg(feature = "deflate")]
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        if self.buf.len() <= POOL_BUFFER_BYTES
+            && let Ok(mut pool) = POOL.lock()
+            && pool.len() < POOL_BUFFERS
+        {
+            pool.push(std::mem::take(&mut self.buf));
+        }
+    }
+}
+
+/// Inflates into a pooled buffer.
+#[cfg(feature = "deflate")]
+fn inflate_pooled(block: &[u8], hint: usize, cap: usize) -> std::result::Result<Bytes, Capped> {
+    let mut buf = POOL
+        .lock()
+        .ok()
+        .and_then(|mut p| p.pop())
+        .unwrap_or_default();
+    let len = inflate_into(block, hint, cap, &mut buf)?;
+    Ok(Bytes::from_owner(Pooled { buf, len }))
 }
 
 /// Reads `reader` to its end into a buffer that grows with the output.

@@ -895,8 +895,7 @@ impl<R: Read> BlockReader<R> {
             stored
         } else {
             let at = Location::block(self.decoder.file().clone(), raw.index);
-            let out = codec.decompress(&stored, self.last_size, &self.limits, &at)?;
-            Bytes::from(out)
+            codec.decompress_bytes(&stored, self.last_size, &self.limits, &at)?
         };
         self.last_size = data.len();
         let first_record = self.records;
