@@ -287,15 +287,16 @@ impl<'a> Reader<'a> {
                 return Ok(());
             }
             if count < 0 {
-                let size = self.long()?;
-                let size = usize::try_from(size).map_err(|_| DatumError {
-                    reason: "negative array block size",
-                    offset: at,
-                })?;
-                self.take(size)?;
-                continue;
+                // The block's byte size could let us jump over it, but
+                // decoding a requested array reads its items and ignores
+                // the size (as apache-avro does): skip the items too, so
+                // that skipping a record consumes exactly the bytes that
+                // decoding it does, even when the size lies.
+                if self.long()? < 0 {
+                    return Err(self.err("negative array block size"));
+                }
             }
-            let count = count as u64;
+            let count = count.unsigned_abs();
             match min {
                 // Items that always take no bytes (nulls, empty records,
                 // zero-size fixeds): nothing to read, however many.
