@@ -140,14 +140,22 @@ pub(crate) fn check_specs(specs: &[FeatureSpec]) -> Result<()> {
                     ));
                 }
             }
-            FeatureSpec::Sparse(sp) => {
-                if sp.shape.is_none() {
+            FeatureSpec::Sparse(sp) => match &sp.shape {
+                None => {
                     return Err(unsupported(
                         s,
                         "an Avro sparse feature needs `shape` (a record of indices0.. and values)",
                     ));
                 }
-            }
+                Some(shape) if shape.iter().any(|&d| d < 0) => {
+                    return Err(unsupported(
+                        s,
+                        "an Avro sparse feature's `shape` must give every size (no -1): \
+                             indices are checked against it",
+                    ));
+                }
+                Some(_) => {}
+            },
             FeatureSpec::Varlen(v) => {
                 if v.shape.is_none() && v.rank.is_none() {
                     return Err(unsupported(

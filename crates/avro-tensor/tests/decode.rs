@@ -261,3 +261,15 @@ fn zero_size_records_cannot_claim_more_records_than_bytes() {
         assert!(matches!(err, Error::Datum { .. }), "{err}");
     }
 }
+
+/// A sparse shape with an unknown size (-1) passed, and then every index
+/// passed the range check (-1 compared as unsigned): refused by name.
+#[test]
+fn sparse_shapes_must_give_every_size() {
+    let specs: Vec<grist_tensor::FeatureSpec> = serde_json::from_str(
+        r#"[{"name": "sp", "kind": "sparse", "dtype": "float32", "shape": [-1]}]"#,
+    )
+    .unwrap();
+    let err = AvroDecoder::new(&specs).unwrap_err().to_string();
+    assert!(err.contains("sp") && err.contains("-1"), "{err}");
+}
