@@ -71,7 +71,7 @@ pub(crate) struct Framed {
 }
 
 /// How far apart two wanted frames may be and still be read in one go.
-const COALESCE_GAP: u64 = 64 << 10;
+const COALESCE_GAP: u64 = 8 << 10;
 
 impl Gather {
     /// Opens `inputs` for reading by number: FFRecord headers, TFRecord

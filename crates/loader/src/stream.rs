@@ -8,10 +8,9 @@ use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::ops::Range;
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::Bytes;
 use grist_avro_tensor::{BlockDecoder, Codec, Header};
-use grist_ofrecord::{OfRecordSource, Part, Segment};
-use grist_tensor::{Chunk, RecordLayout, RecordSource as _};
+use grist_tensor::{Chunk, RecordLayout};
 use grist_tfrecord::{CompressedReader, Compression, Decoded, FrameDecoder};
 use serde::{Deserialize, Serialize};
 
@@ -57,7 +56,7 @@ impl Chunker {
         Ok(match options.format {
             Format::Tfrecord => Chunker::Tfrecord(Box::new(TfChunker::open(options, input, pos)?)),
             Format::Avro => Chunker::Avro(Box::new(AvroChunker::open(options, input, pos)?)),
-            Format::Ofrecord => Chunker::Ofrecord(Box::new(OfChunker::open(options, input, pos))),
+            Format::Ofrecord => Chunker::Ofrecord(Box::new(OfChunker::open(options, input, pos)?)),
             Format::Ffrecord => {
                 return Err(Error::Unsupported {
                     format: Format::Ffrecord.name(),
@@ -94,35 +93,74 @@ impl<R: Read> Read for Counting<R> {
     }
 }
 
-/// Appends up to `block` bytes from `input` to `buf` (fewer at the end of
-/// the input, setting `eof`): the buffer grows by what is asked of the
-/// input in one step, never by a length read from the data.
-fn read_block(
-    input: &mut impl Read,
-    buf: &mut BytesMut,
-    block: usize,
-    eof: &mut bool,
-) -> io::Result<()> {
-    buf.reserve(block);
-    let old = buf.len();
-    buf.resize(old + block, 0);
-    let mut filled = old;
-    let result = loop {
-        if filled == buf.len() {
-            break Ok(());
-        }
-        match input.read(&mut buf[filled..]) {
-            Ok(0) => {
-                *eof = true;
-                break Ok(());
+/// The read buffer of a file: bytes read and not handed out yet, in one
+/// buffer that is reused (zeroed only when it grows), so that reading
+/// costs no fresh memory. Chunks get a copy of their bytes of their own,
+/// so no chunk kept for long (shuffling) holds on to a read buffer.
+#[derive(Debug, Default)]
+struct Window {
+    /// Always fully initialized; `start..end` holds the bytes.
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Window {
+    fn data(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    /// Reads up to `block` more bytes (fewer at the end of the input,
+    /// setting `eof`): the buffer grows by what is asked of the input in
+    /// one step, never by a length read from the data.
+    fn fill(&mut self, input: &mut impl Read, block: usize, eof: &mut bool) -> io::Result<()> {
+        if self.buf.len() - self.end < block {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+            if self.buf.len() - self.end < block {
+                self.buf.resize(self.end + block, 0);
             }
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => break Err(e),
         }
-    };
-    buf.truncate(filled);
-    result
+        let stop = self.end + block;
+        while self.end < stop {
+            match input.read(&mut self.buf[self.end..stop]) {
+                Ok(0) => {
+                    *eof = true;
+                    break;
+                }
+                Ok(n) => self.end += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// The first `n` bytes, copied into a buffer of their own, and
+    /// consumed.
+    fn take(&mut self, n: usize) -> Bytes {
+        let bytes = Bytes::copy_from_slice(&self.buf[self.start..self.start + n]);
+        self.start += n;
+        bytes
+    }
+}
+
+/// Whether the frame at `pos` of `data` ends within `chunk_bytes`, by the
+/// little-endian length in its first 8 bytes plus `overhead` (a size hint:
+/// a damaged length only ends the chunk early, decoding reports it); true
+/// while its length is not there yet.
+fn fits(data: &[u8], pos: usize, chunk_bytes: usize, overhead: u64) -> bool {
+    if pos >= chunk_bytes {
+        return false;
+    }
+    match data.get(pos..).and_then(|b| b.first_chunk::<8>()) {
+        Some(len) => {
+            let frame = u64::from_le_bytes(*len).saturating_add(overhead);
+            (pos as u64).saturating_add(frame) <= chunk_bytes as u64
+        }
+        None => true,
+    }
 }
 
 /// A TFRecord file as chunks of whole frames: each chunk is the longest
@@ -134,7 +172,7 @@ pub(crate) struct TfChunker {
     input: CompressedReader<Counting<File>>,
     compressed: bool,
     frames: FrameDecoder,
-    buf: BytesMut,
+    window: Window,
     eof: bool,
     chunk_bytes: usize,
     read_size: usize,
@@ -203,7 +241,7 @@ impl TfChunker {
             name,
             input: reader,
             compressed,
-            buf: BytesMut::new(),
+            window: Window::default(),
             eof: false,
             chunk_bytes: options.chunk_bytes,
             read_size: options.chunk_bytes.clamp(64 << 10, 16 << 20),
@@ -227,40 +265,29 @@ impl TfChunker {
         }
         let start = self.pos();
         let mut spans: Vec<Range<usize>> = Vec::new();
-        let mut pos = 0usize;
+        let mut len = 0usize;
         loop {
-            if !spans.is_empty() {
-                // Does the next frame fit? Its header says (a damaged
-                // header only ends the chunk early; decoding reports it).
-                if pos >= self.chunk_bytes {
-                    break;
-                }
-                if let Some(len) = self.buf.get(pos..).and_then(|b| b.first_chunk::<8>()) {
-                    let frame = u64::from_le_bytes(*len).saturating_add(16);
-                    if (pos as u64).saturating_add(frame) > self.chunk_bytes as u64 {
-                        break;
-                    }
-                }
+            let data = self.window.data();
+            if !spans.is_empty() && !fits(data, len, self.chunk_bytes, 16) {
+                break;
             }
-            match self.frames.decode(&self.buf[pos..]) {
+            match self.frames.decode(&data[len..]) {
                 Ok(Decoded::Frame(f)) => {
-                    spans.push(pos + f.payload.start..pos + f.payload.end);
-                    pos += f.len;
+                    spans.push(len + f.payload.start..len + f.payload.end);
+                    len += f.len;
                 }
                 Ok(Decoded::Incomplete { .. }) => {
                     if self.eof {
                         if !spans.is_empty() {
                             break;
                         }
-                        self.frames.finish(self.buf.len() - pos)?;
+                        self.frames.finish(data.len() - len)?;
                         return Ok(None);
                     }
-                    if let Err(source) = read_block(
-                        &mut self.input,
-                        &mut self.buf,
-                        self.read_size,
-                        &mut self.eof,
-                    ) {
+                    if let Err(source) =
+                        self.window
+                            .fill(&mut self.input, self.read_size, &mut self.eof)
+                    {
                         let e = Error::Read {
                             file: self.name.clone(),
                             record: self.frames.record_index(),
@@ -279,14 +306,14 @@ impl TfChunker {
                 Err(e) => return Err(e.into()),
             }
         }
-        let data = self.buf.split_to(pos).freeze();
+        let data = self.window.take(len);
         let stored_bytes = if self.compressed {
             let count = self.input.get_ref().count;
             let stored = count - self.stored_mark;
             self.stored_mark = count;
             stored
         } else {
-            pos as u64
+            len as u64
         };
         let chunk = Chunk {
             file: self.name.clone(),
@@ -316,7 +343,7 @@ pub(crate) struct AvroChunker {
     file: File,
     header: Arc<Header>,
     blocks: BlockDecoder,
-    buf: BytesMut,
+    window: Window,
     eof: bool,
     /// The number of the next block's first record.
     record: u64,
@@ -355,7 +382,7 @@ impl AvroChunker {
             name,
             file,
             header: Arc::new(header),
-            buf: BytesMut::new(),
+            window: Window::default(),
             eof: false,
             record: pos.record,
             read_size: options.chunk_bytes.clamp(64 << 10, 16 << 20),
@@ -369,9 +396,9 @@ impl AvroChunker {
                 record: self.record,
                 offset: self.blocks.offset(),
             };
-            match self.blocks.decode(&self.buf)? {
+            match self.blocks.decode(self.window.data())? {
                 grist_avro_tensor::Decoded::Complete { value: raw, len } => {
-                    let frame = self.buf.split_to(len).freeze();
+                    let frame = self.window.take(len);
                     let data = frame.slice(raw.data.clone());
                     self.record = self.record.saturating_add(raw.record_count);
                     let codec = self.header.codec;
@@ -400,15 +427,15 @@ impl AvroChunker {
                         header: Some(self.header.clone()),
                     }));
                 }
-                grist_avro_tensor::Decoded::Incomplete { needed } => {
+                grist_avro_tensor::Decoded::Incomplete { .. } => {
                     if self.eof {
-                        self.blocks.finish(&self.buf)?;
+                        self.blocks.finish(self.window.data())?;
                         return Ok(None);
                     }
-                    // `needed` was checked against the limits; the buffer
-                    // still grows only as bytes arrive.
-                    let _ = needed;
-                    read_block(&mut self.file, &mut self.buf, self.read_size, &mut self.eof)
+                    // The size asked for was checked against the limits;
+                    // the buffer still grows only as bytes arrive.
+                    self.window
+                        .fill(&mut self.file, self.read_size, &mut self.eof)
                         .map_err(|source| Error::Read {
                             file: self.name.clone(),
                             record: self.record,
@@ -420,63 +447,121 @@ impl AvroChunker {
     }
 }
 
-/// An OFRecord part file as chunks (grist-ofrecord's source, started at a
-/// chunk boundary).
+/// An OFRecord part file as chunks of whole records, cut as TFRecord
+/// files are (the longest run that fits in the chunk size).
 pub(crate) struct OfChunker {
-    source: OfRecordSource,
+    name: Arc<str>,
+    file: File,
+    frames: grist_ofrecord::FrameDecoder,
+    window: Window,
+    eof: bool,
+    chunk_bytes: usize,
+    read_size: usize,
     index: u64,
-    offset: u64,
+    pending: Option<Error>,
 }
 
 impl std::fmt::Debug for OfChunker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OfChunker")
-            .field("index", &self.index)
-            .field("offset", &self.offset)
+            .field("name", &self.name)
+            .field("record", &self.frames.record_index())
             .finish_non_exhaustive()
     }
 }
 
 impl OfChunker {
-    fn open(options: &ReadOptions, input: &Input, pos: ChunkPos) -> Self {
-        let segment = Segment {
-            part: Part {
-                index: 0,
-                path: input.path.clone(),
-            },
-            first_record: pos.record,
-            offset: pos.offset,
-            records: None,
-        };
-        OfChunker {
-            source: OfRecordSource::from_segments(vec![segment], options.ofrecord())
-                .with_chunk_bytes(options.chunk_bytes),
+    fn open(options: &ReadOptions, input: &Input, pos: ChunkPos) -> Result<Self> {
+        let name = input.name.clone();
+        let mut file = File::open(&input.path).map_err(|e| Error::io(&name, e))?;
+        let size = file.metadata().map_err(|e| Error::io(&name, e))?.len();
+        if pos.offset > 0 {
+            file.seek(SeekFrom::Start(pos.offset))
+                .map_err(|e| Error::io(&name, e))?;
+        }
+        Ok(OfChunker {
+            frames: grist_ofrecord::FrameDecoder::with_options(name.clone(), &options.ofrecord())
+                .with_remaining(size)
+                .with_position(pos.record, pos.offset),
+            name,
+            file,
+            window: Window::default(),
+            eof: false,
+            chunk_bytes: options.chunk_bytes,
+            read_size: options.chunk_bytes.clamp(64 << 10, 16 << 20),
             index: pos.index,
-            offset: pos.offset,
+            pending: None,
+        })
+    }
+
+    fn pos(&self) -> ChunkPos {
+        ChunkPos {
+            index: self.index,
+            record: self.frames.record_index(),
+            offset: self.frames.offset(),
         }
     }
 
     fn next(&mut self) -> Result<Option<RawChunk>> {
-        let Some(mut chunk) = self.source.next_chunk()? else {
-            return Ok(None);
-        };
-        let pos = ChunkPos {
+        if let Some(e) = self.pending.take() {
+            return Err(e);
+        }
+        let start = self.pos();
+        let mut spans: Vec<Range<usize>> = Vec::new();
+        let mut len = 0usize;
+        loop {
+            let data = self.window.data();
+            if !spans.is_empty() && !fits(data, len, self.chunk_bytes, 8) {
+                break;
+            }
+            match self.frames.decode(&data[len..]) {
+                Ok(grist_ofrecord::Decoded::Frame(f)) => {
+                    spans.push(len + f.payload.start..len + f.payload.end);
+                    len += f.len;
+                }
+                Ok(grist_ofrecord::Decoded::Incomplete { .. }) => {
+                    if self.eof {
+                        if !spans.is_empty() {
+                            break;
+                        }
+                        self.frames.finish(&data[len..])?;
+                        return Ok(None);
+                    }
+                    if let Err(source) =
+                        self.window
+                            .fill(&mut self.file, self.read_size, &mut self.eof)
+                    {
+                        let e = Error::Read {
+                            file: self.name.clone(),
+                            record: self.frames.record_index(),
+                            source,
+                        };
+                        if spans.is_empty() {
+                            return Err(e);
+                        }
+                        self.pending = Some(e);
+                        break;
+                    }
+                }
+                Err(_) if !spans.is_empty() => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let chunk = Chunk {
+            file: self.name.clone(),
             index: self.index,
-            record: chunk.first_record,
-            offset: self.offset,
+            first_record: start.record,
+            record_count: spans.len(),
+            stored_bytes: len as u64,
+            compressed: false,
+            data: self.window.take(len),
+            layout: RecordLayout::Spans(spans.into()),
         };
-        chunk.index = self.index;
         self.index += 1;
-        self.offset += chunk.stored_bytes;
-        let next = ChunkPos {
-            index: self.index,
-            record: chunk.first_record + chunk.record_count as u64,
-            offset: self.offset,
-        };
         Ok(Some(RawChunk {
             chunk,
-            pos,
-            next,
+            pos: start,
+            next: self.pos(),
             inflate: None,
             header: None,
         }))
