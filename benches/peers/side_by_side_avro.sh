@@ -19,6 +19,7 @@
 # - fastavro (reference, batch 1024 only): fastavro_bench.py, each pass
 #   ending after FASTAVRO_RECORDS records (default 20000: a full pass takes
 #   about a minute at its speed); FASTAVRO=0 leaves it out.
+# - BATCHES: the batch sizes to run (default "64 256 1024").
 #
 # Needs: the peers venv (/work/peers/venv or $PY), DATA_DIR from
 # gen_prod19.py (prod19-null.avro, prod19-deflate.avro, prod19.atds.json),
@@ -32,6 +33,7 @@ PY=${PY:-/work/peers/venv/bin/python}
 HERE=$(cd "$(dirname "$0")" && pwd)
 GRIST_BENCH=${GRIST_BENCH:-$HERE/../../target/release/examples/avro_file_bench}
 FASTAVRO=${FASTAVRO:-1}
+BATCHES=${BATCHES:-64 256 1024}
 FASTAVRO_RECORDS=${FASTAVRO_RECORDS:-20000}
 OUT=${OUT:-$(mktemp --suffix=.jsonl)}
 SPEC=$DATA/prod19.atds.json
@@ -58,7 +60,7 @@ echo "# $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg); rounds $ROUND
 for round in $(seq "$ROUNDS"); do
   for codec in null deflate; do
     file=$DATA/prod19-$codec.avro
-    for batch in 64 256 1024; do
+    for batch in $BATCHES; do
       taskset -c 0 "$PY" "$HERE/atds_bench.py" --spec "$SPEC" --batch-size "$batch" \
         --num-parallel-calls 1 --warmup-steps 10 --min-seconds "$SECS" --json "$file" 2>/dev/null \
         | tag atds "$codec" - >> "$OUT"

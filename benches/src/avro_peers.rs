@@ -524,16 +524,18 @@ pub fn grist<R: Read>(
     let mut out = decoder.recycled_batch(batch);
     while let Some(b) = reader.next_block()? {
         let n = b.record_count as usize;
-        let mut row = 0;
+        // A block may feed several batches: each call starts where the
+        // last one stopped.
+        let (mut row, mut at) = (0, 0);
         while row < n {
             let take = (batch - out.rows()).min(n - row);
-            decoder.decode_block(
+            at += decoder.decode_block_to(
                 reader.name(),
                 b.index,
-                b.first_record,
-                &b.data,
-                n,
-                row..row + take,
+                b.first_record + row as u64,
+                &b.data[at..],
+                n - row,
+                0..take,
                 &mut out,
             )?;
             row += take;

@@ -209,8 +209,14 @@ impl AvroDecoder {
 
     /// [`decode_block`](Self::decode_block), returning where the record
     /// after the last decoded one starts in `data`.
+    ///
+    /// A caller taking a block a few rows at a time (batches smaller than
+    /// a block) passes the rest of the block next time: `&data[offset..]`,
+    /// `first_record` moved on and `record_count` reduced by the rows
+    /// decoded, rows from 0. Asking for later rows of the whole block
+    /// instead skips the earlier records again on every call.
     #[allow(clippy::too_many_arguments)]
-    fn decode_block_to(
+    pub fn decode_block_to(
         &mut self,
         file: &Arc<str>,
         block: u64,

@@ -55,28 +55,48 @@ fn read_blocks(files: &[PathBuf]) -> (Schemas, Vec<Block>, Option<Error>) {
 
 /// Decodes the blocks in batches of `batch_size` (a batch may span blocks
 /// and files). Returns the batches and the first error, if any.
+///
+/// With `resume`, each call on a block starts where the last one stopped
+/// (`decode_block_to`); without, it asks for later rows of the whole block
+/// (`decode_block`, which skips the earlier records again).
 fn decode_all(
     decoder: &mut AvroDecoder,
     blocks: &[Block],
     batch_size: usize,
     drop_remainder: bool,
+    resume: bool,
 ) -> (Vec<Value>, Option<Error>) {
     let mut batches = Vec::new();
     let mut out = decoder.new_batch(batch_size);
     let mut pending = 0;
     for b in blocks {
-        let mut row = 0;
+        let (mut row, mut at) = (0, 0);
         while row < b.count {
             let take = (batch_size - pending).min(b.count - row);
-            if let Err(e) = decoder.decode_block(
-                &b.file,
-                b.index,
-                b.first_record,
-                &b.data,
-                b.count,
-                row..row + take,
-                &mut out,
-            ) {
+            let done = if resume {
+                decoder
+                    .decode_block_to(
+                        &b.file,
+                        b.index,
+                        b.first_record + row as u64,
+                        &b.data[at..],
+                        b.count - row,
+                        0..take,
+                        &mut out,
+                    )
+                    .map(|n| at += n)
+            } else {
+                decoder.decode_block(
+                    &b.file,
+                    b.index,
+                    b.first_record,
+                    &b.data,
+                    b.count,
+                    row..row + take,
+                    &mut out,
+                )
+            };
+            if let Err(e) = done {
                 return (batches, Some(e));
             }
             row += take;
@@ -140,12 +160,19 @@ fn every_atds_parse_matches_tensorflow_io() {
             }
             let (batches, error) = match plan_error {
                 Some(e) => (Vec::new(), Some(e)),
-                None => decode_all(
-                    &mut decoder,
-                    &blocks,
-                    spec.batch_size.unwrap(),
-                    spec.drop_remainder == Some(true),
-                ),
+                None => {
+                    let (batch, drop) =
+                        (spec.batch_size.unwrap(), spec.drop_remainder == Some(true));
+                    let whole = decode_all(&mut decoder, &blocks, batch, drop, false);
+                    let resumed = decode_all(&mut decoder, &blocks, batch, drop, true);
+                    assert_eq!(resumed.0, whole.0, "{id}: resumed decoding");
+                    assert_eq!(
+                        resumed.1.as_ref().map(ToString::to_string),
+                        whole.1.as_ref().map(ToString::to_string),
+                        "{id}: resumed decoding"
+                    );
+                    whole
+                }
             };
             let expected = parse["batches"].as_array().cloned().unwrap_or_default();
             match (parse["outcome"].as_str().unwrap(), &error) {
