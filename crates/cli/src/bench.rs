@@ -12,32 +12,9 @@ use grist_loader::{Epochs, Loader, Stats, Threads};
 use serde_json::json;
 
 use crate::fmt;
+use crate::format::{Format, PayloadArg};
 use crate::out::Out;
 use crate::spec::load_spec;
-
-/// A format the loader reads, for `--format`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum LoaderFormat {
-    /// TFRecord files of tf.Example / tf.SequenceExample records.
-    Tfrecord,
-    /// Avro object container files.
-    Avro,
-    /// FFRecord files of tf.Example samples.
-    Ffrecord,
-    /// OFRecord part files.
-    Ofrecord,
-}
-
-impl From<LoaderFormat> for grist_loader::Format {
-    fn from(f: LoaderFormat) -> Self {
-        match f {
-            LoaderFormat::Tfrecord => grist_loader::Format::Tfrecord,
-            LoaderFormat::Avro => grist_loader::Format::Avro,
-            LoaderFormat::Ffrecord => grist_loader::Format::Ffrecord,
-            LoaderFormat::Ofrecord => grist_loader::Format::Ofrecord,
-        }
-    }
-}
 
 /// `--threads`: a number or `autotune`.
 pub(crate) fn parse_threads(s: &str) -> Result<Threads, String> {
@@ -118,7 +95,10 @@ pub(crate) struct Args {
     /// Avro, .ffr FFRecord, .tfrecord (and .tfrecord.gz, ...) TFRecord,
     /// part-N OFRecord.
     #[arg(long, value_enum, value_name = "FORMAT")]
-    format: Option<LoaderFormat>,
+    format: Option<Format>,
+
+    #[command(flatten)]
+    payload: PayloadArg,
 
     /// Files, folders or glob patterns (all of one format), read in order
     /// on each pass unless shuffled.
@@ -149,6 +129,7 @@ fn loader(args: &Args, epochs: Epochs) -> anyhow::Result<Loader> {
         .with_seed(args.seed)
         .with_cycle_length(args.cycle_length as usize)
         .with_check_crc(!args.no_crc)
+        .with_ffrecord_payload(args.payload.kind().into())
         .with_epochs(epochs);
     if let Some(b) = args.batch_size {
         builder = builder.with_batch_size(b as usize);

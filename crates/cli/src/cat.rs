@@ -1,20 +1,22 @@
-//! `grist cat`: records as JSON lines, in three forms, for TFRecord and
-//! Avro files alike.
+//! `grist cat`: records as JSON lines, in three forms, for every format.
 //!
 //! * `--spec SPEC.json`: parsed batches, one line per batch, in the corpus
-//!   manifest's `batches[]` form.
+//!   manifest's `batches[]` form (through grist's loader, in order).
 //! * `--raw`: each record's index, length and SHA-256 (TFRecord: the
-//!   payload; Avro: the datum's bytes).
+//!   payload; Avro: the datum's bytes; FFRecord: the sample; OFRecord: the
+//!   serialized record).
 //! * `--records`: each record decoded generically, in the manifest's
-//!   `decoded_records` form (TFRecord) or `avro.records` form (Avro).
+//!   `decoded_records` form (TFRecord, FFRecord of tf.Examples),
+//!   `avro.records` form (Avro) or `features` form (OFRecord, FFRecord of
+//!   OFRecords).
 //!
-//! On a bad record every good line before it is printed, then the command
-//! fails naming the file and record or block (and the feature, for parse
-//! errors).
+//! FFRecord and OFRecord inputs (files or folders) make one dataset whose
+//! records are numbered across its files. On a bad record every good line
+//! before it is printed, then the command fails naming the file and record,
+//! sample or block (and the feature, for parse errors).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::ArgGroup;
@@ -22,7 +24,7 @@ use grist_tensor::json::batch_to_json;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::format::{Format, FormatArg};
+use crate::format::{Format, FormatArg, PayloadArg};
 use crate::out::Out;
 use crate::records::RecordFile;
 use crate::spec::load_spec;
@@ -35,7 +37,10 @@ use crate::spec::load_spec;
         grist cat --spec spec.json --batch-size 32 train.tfrecord\n  \
         grist cat --raw train.tfrecord.gz\n  \
         grist cat --records --sequence sequences.tfrecord\n  \
-        grist cat --spec spec.json --batch-size 32 part-0.avro part-1.avro"
+        grist cat --spec spec.json --batch-size 32 part-0.avro part-1.avro\n  \
+        grist cat --raw train.ffr\n  \
+        grist cat --spec spec.json --payload ofrecord shards/   # a folder of *.ffr files\n  \
+        grist cat --records ofrecord/train/   # a folder of part-00000, part-00001, ..."
 )]
 pub(crate) struct Args {
     /// Parse the records with the features of this spec file and print one
@@ -49,7 +54,11 @@ pub(crate) struct Args {
     /// Print each record's bytes as {"index", "length", "sha256"} (plus
     /// "file" when several files are given; the index counts per file).
     /// TFRecord: the payload of each frame; Avro: each datum (a block's
-    /// datums are printed once the whole block has been checked).
+    /// datums are printed once the whole block has been checked). FFRecord
+    /// samples and OFRecord records are numbered across the dataset's
+    /// files; with several files each line also has "file" and the number
+    /// within it ("local_index" for FFRecord, "index_in_part" for
+    /// OFRecord).
     #[arg(long)]
     raw: bool,
 
@@ -57,8 +66,11 @@ pub(crate) struct Args {
     /// {"features": {name: {"int64_list"|"float_list"|"bytes_list": [...]}}};
     /// Avro: by its writer schema, as fastavro reads it (enums as symbols,
     /// bytes and fixed as strings or {"base64": ...}, unions as the
-    /// branch's value). Plus "file" and "index" when several files are
-    /// given.
+    /// branch's value); OFRecord (and FFRecord with --payload ofrecord):
+    /// {"features": {name: {"kind", "values"}}} ("bits" for floats, base64
+    /// bytes), as the OFRecord corpus manifests write them. Plus "file" and
+    /// "index" when several files are given (and "local_index" or
+    /// "index_in_part" for FFRecord and OFRecord).
     #[arg(long)]
     records: bool,
 
@@ -86,8 +98,13 @@ pub(crate) struct Args {
     #[command(flatten)]
     format: FormatArg,
 
+    #[command(flatten)]
+    payload: PayloadArg,
+
     /// TFRecord files (compression from the extension: .gz GZIP, .zz/.zlib
-    /// ZLIB) or Avro object container files (.avro), read in order.
+    /// ZLIB), Avro object container files (.avro), FFRecord files (.ffr) or
+    /// folders of them, OFRecord part files (part-<n>) or folders of them;
+    /// read in order.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
 }
@@ -97,10 +114,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = Out::stdout();
     let result = match &args.spec {
         Some(spec) => cat_batches(&args, spec, &mut out),
-        None => args.files.iter().try_for_each(|file| {
-            let format = args.format.of(file);
-            cat_records(&args, file, format, &mut out)
-        }),
+        None => cat_all_records(&args, &mut out),
     };
     // The good lines go out before the error is reported.
     out.flush()?;
@@ -112,10 +126,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// file order, no shuffle).
 fn cat_batches(args: &Args, spec_path: &Path, out: &mut Out) -> anyhow::Result<()> {
     let loaded = load_spec(spec_path)?;
-    let format = match args.format.of_all(&args.files)? {
-        Format::Tfrecord => grist_loader::Format::Tfrecord,
-        Format::Avro => grist_loader::Format::Avro,
-    };
+    let (format, files) = args.format.of_all(&args.files)?;
+    let payload = args.payload.of(format)?;
     let batch_size = args
         .batch_size
         .map(|b| b as usize)
@@ -123,8 +135,9 @@ fn cat_batches(args: &Args, spec_path: &Path, out: &mut Out) -> anyhow::Result<(
         .unwrap_or(1);
     let drop_remainder = args.drop_remainder || loaded.spec.drop_remainder == Some(true);
     let mut loader = grist_loader::Loader::builder()
-        .with_paths(args.files.iter().cloned())
-        .with_format(format)
+        .with_paths(files)
+        .with_format(format.into())
+        .with_ffrecord_payload(payload.into())
         .with_spec_file(loaded.spec)
         .with_batch_size(batch_size)
         .with_drop_remainder(drop_remainder)
@@ -137,37 +150,60 @@ fn cat_batches(args: &Args, spec_path: &Path, out: &mut Out) -> anyhow::Result<(
     Ok(())
 }
 
-/// `--raw` or `--records`: one JSON line per record of `file`.
-fn cat_records(args: &Args, file: &Path, format: Format, out: &mut Out) -> anyhow::Result<()> {
-    let mut records = RecordFile::open(file, format, true)?;
+/// `--raw` or `--records`: TFRecord and Avro files one at a time, FFRecord
+/// and OFRecord files as one dataset.
+fn cat_all_records(args: &Args, out: &mut Out) -> anyhow::Result<()> {
+    let inputs = args.format.expand(&args.files)?;
+    if inputs.iter().any(|i| i.format.is_dataset()) {
+        let (format, files) = args.format.one_format(inputs)?;
+        let records = RecordFile::open_dataset(&files, format, true)?;
+        return cat_records(args, records, format, files.len() > 1, out);
+    }
+    let several = inputs.len() > 1;
+    for input in inputs {
+        let records = RecordFile::open(&input.path, input.format, true)?;
+        cat_records(args, records, input.format, several, out)?;
+    }
+    Ok(())
+}
+
+/// One JSON line per record of `records` (`several`: from several files).
+fn cat_records(
+    args: &Args,
+    mut records: RecordFile,
+    format: Format,
+    several: bool,
+    out: &mut Out,
+) -> anyhow::Result<()> {
+    let payload = args.payload.of(format)?;
     let decoder = match args.records {
-        true => Some(records.json_decoder(args.sequence)?),
+        true => Some(records.json_decoder(args.sequence, payload)?),
         false => None,
     };
-    let several = args.files.len() > 1;
-    let name: Arc<str> = file.display().to_string().into();
-    let mut index = 0u64;
+    // The key of the number within the file, for records numbered across
+    // a dataset.
+    let local_key = match format {
+        Format::Ffrecord => Some("local_index"),
+        Format::Ofrecord => Some("index_in_part"),
+        Format::Tfrecord | Format::Avro => None,
+    };
     while let Some(record) = records.next_record()? {
-        let line = match &decoder {
+        let place = &record.place;
+        let mut line = match &decoder {
             None => {
                 let sha = hex::encode(Sha256::digest(record.bytes));
-                let mut line = json!({"index": index, "length": record.bytes.len(), "sha256": sha});
-                if several {
-                    line["file"] = json!(&*name);
-                }
-                line
+                json!({"index": place.global, "length": record.bytes.len(), "sha256": sha})
             }
-            Some(decoder) => {
-                let mut line = decoder.decode(&record, &name, index)?;
-                if let (true, Value::Object(map)) = (several, &mut line) {
-                    map.insert("file".into(), json!(&*name));
-                    map.insert("index".into(), json!(index));
-                }
-                line
-            }
+            Some(decoder) => decoder.decode(&record)?,
         };
+        if let (true, Value::Object(map)) = (several, &mut line) {
+            map.insert("file".into(), json!(&*place.file));
+            map.insert("index".into(), json!(place.global));
+            if let Some(key) = local_key {
+                map.insert(key.into(), json!(place.local));
+            }
+        }
         out.json(&line)?;
-        index += 1;
     }
     Ok(())
 }

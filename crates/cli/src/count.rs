@@ -1,4 +1,6 @@
-//! `grist count`: records per file and in total.
+//! `grist count`: records per file and in total. FFRecord files give
+//! their sample count from their (checked) header; OFRecord parts are
+//! counted from their length prefixes alone.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -12,9 +14,11 @@ use crate::records::RecordFile;
 /// Arguments of `grist count`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Skip the CRC checks of TFRecord files (faster; damage may go
-    /// unnoticed). Avro files are always read whole: sync markers, codecs
-    /// and every datum against its block's record count.
+    /// Skip the CRC checks of TFRecord files and the metadata CRC-32 of
+    /// FFRecord headers (faster; damage may go unnoticed). Avro files are
+    /// always read whole: sync markers, codecs and every datum against its
+    /// block's record count. FFRecord samples and OFRecord payloads are not
+    /// read (`grist verify` checks them).
     #[arg(long)]
     no_crc: bool,
 
@@ -25,14 +29,26 @@ pub(crate) struct Args {
     #[command(flatten)]
     format: FormatArg,
 
-    /// TFRecord files (compression from the extension) or Avro files
-    /// (.avro).
+    /// TFRecord files (compression from the extension), Avro files
+    /// (.avro), FFRecord files (.ffr), OFRecord part files (part-<n>), or
+    /// folders of FFRecord files or OFRecord parts (one line per file).
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
 }
 
 /// Counts the records of one file.
 fn count_records(file: &Path, format: Format, check_crc: bool) -> anyhow::Result<u64> {
+    match format {
+        Format::Ffrecord => {
+            let options = grist_ffrecord::ReaderOptions::default().with_check_data(check_crc);
+            return Ok(grist_ffrecord::FfrReader::open(file, options)?.len());
+        }
+        Format::Ofrecord => {
+            let counts = grist_ofrecord::Dataset::from_files([file]).record_counts()?;
+            return Ok(counts.iter().sum());
+        }
+        Format::Tfrecord | Format::Avro => {}
+    }
     let mut records = RecordFile::open(file, format, check_crc)?;
     let mut n = 0;
     while records.next_record()?.is_some() {
@@ -46,8 +62,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = Out::stdout();
     let mut total = 0u64;
     let mut per_file = Vec::new();
-    for file in &args.files {
-        let n = match count_records(file, args.format.of(file), !args.no_crc) {
+    let inputs = args.format.expand(&args.files)?;
+    for input in &inputs {
+        let file = &input.path;
+        let n = match count_records(file, input.format, !args.no_crc) {
             Ok(n) => n,
             Err(e) => {
                 out.flush()?;
@@ -63,7 +81,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if args.json {
         out.json(&json!({"files": per_file, "total": total}))?;
-    } else if args.files.len() > 1 {
+    } else if inputs.len() > 1 {
         out.line(format_args!("{total:>12}  total"))?;
     }
     out.flush()?;

@@ -4,7 +4,7 @@
 //! every value, then load each shuffled with autotuned threads and print a
 //! table of the speeds.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -12,7 +12,6 @@ use anyhow::Context as _;
 use grist_avro_tensor::Codec;
 use grist_loader::{Format as LoaderFormat, Loader, Threads};
 use grist_tensor::{Batch, SpecFile, Values};
-use grist_tfrecord::{ReaderOptions, RecordReader};
 
 use crate::bench::parse_threads;
 use crate::fmt;
@@ -27,11 +26,13 @@ const BATCH: usize = 1024;
 const SHUFFLE_BUFFER: usize = 10_000;
 
 /// The files `prod19::write` writes for the demo.
-const KINDS: [FileKind; 4] = [
+const KINDS: [FileKind; 6] = [
     FileKind::Tfrecord { gzip: false },
     FileKind::Tfrecord { gzip: true },
     FileKind::Avro(Codec::Null),
     FileKind::Avro(Codec::Deflate),
+    FileKind::Ffrecord,
+    FileKind::Ofrecord,
 ];
 
 /// Arguments of `grist demo`.
@@ -76,43 +77,6 @@ struct Data {
     types: Format,
     records: u64,
     bytes: u64,
-}
-
-/// Writes an FFRecord file of the tf.Example records of `tfrecord`.
-fn write_ffrecord(tfrecord: &Path, path: &Path) -> anyhow::Result<u64> {
-    let mut reader = RecordReader::open(tfrecord, ReaderOptions::default())?;
-    let mut writer =
-        grist_ffrecord::FfrWriter::create(path, grist_ffrecord::WriterOptions::default())?;
-    while let Some(record) = reader.next_record()? {
-        writer.write_sample(record)?;
-    }
-    Ok(writer.finish()?.samples)
-}
-
-/// Writes the dataset as OFRecord parts in `dir` (four parts).
-fn write_ofrecord(dir: &Path, records: u64, seed: u64) -> anyhow::Result<u64> {
-    let specs = prod19::spec_file(Format::Tfrecord).features;
-    let mut writer = grist_ofrecord::DatasetWriter::create(dir)?
-        .with_records_per_part(records.div_ceil(4).max(1));
-    for chunk in prod19::chunks(records, seed, Format::Tfrecord) {
-        for record in grist_ofrecord::encode_batch(&chunk, &specs)? {
-            writer.write_record(&record)?;
-        }
-    }
-    Ok(writer.finish()?.records)
-}
-
-/// The size of a file, or of the files of a folder.
-fn size(path: &Path) -> anyhow::Result<u64> {
-    let meta = std::fs::metadata(path).with_context(|| format!("{}", path.display()))?;
-    if !meta.is_dir() {
-        return Ok(meta.len());
-    }
-    let mut total = 0;
-    for entry in std::fs::read_dir(path).with_context(|| format!("{}", path.display()))? {
-        total += entry?.metadata()?.len();
-    }
-    Ok(total)
 }
 
 /// The loader of `data`: batches of [`BATCH`], one epoch.
@@ -220,43 +184,18 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let start = Instant::now();
     let dataset = prod19::write(&dir, args.records, args.seed, &KINDS)?;
-    let mut all: Vec<Data> = dataset
+    let all: Vec<Data> = dataset
         .files
         .iter()
         .map(|f| Data {
             path: f.path.clone(),
             describe: f.kind.describe(),
-            format: match f.kind.format() {
-                Format::Tfrecord => LoaderFormat::Tfrecord,
-                Format::Avro => LoaderFormat::Avro,
-            },
+            format: f.kind.format().into(),
             types: f.kind.format(),
             records: f.records,
             bytes: f.bytes,
         })
         .collect();
-    let ffr = dir.join(format!("{}.ffr", prod19::NAME));
-    let samples = write_ffrecord(&dataset.files[0].path, &ffr)
-        .with_context(|| format!("writing {}", ffr.display()))?;
-    all.push(Data {
-        bytes: size(&ffr)?,
-        path: ffr,
-        describe: "FFRecord, tf.Example samples".into(),
-        format: LoaderFormat::Ffrecord,
-        types: Format::Tfrecord,
-        records: samples,
-    });
-    let of = dir.join(format!("{}.ofrecord", prod19::NAME));
-    let written = write_ofrecord(&of, args.records, args.seed)
-        .with_context(|| format!("writing {}", of.display()))?;
-    all.push(Data {
-        bytes: size(&of)?,
-        path: of,
-        describe: "OFRecord, 4 parts".into(),
-        format: LoaderFormat::Ofrecord,
-        types: Format::Tfrecord,
-        records: written,
-    });
     out.line(format_args!(
         "\nwrote{} (generate + encode + write took {})",
         if args.dir.is_some() {

@@ -26,7 +26,10 @@ pub(crate) enum DatasetName {
     grist gen prod19 --records 200000 --out /tmp/prod19\n  \
     grist bench --spec /tmp/prod19/prod19.spec.json /tmp/prod19/prod19.tfrecord\n  \
     grist gen prod19 --format avro --codec deflate --out /tmp/prod19\n  \
-    grist bench --spec /tmp/prod19/prod19.avro.spec.json /tmp/prod19/prod19.deflate.avro")]
+    grist bench --spec /tmp/prod19/prod19.avro.spec.json /tmp/prod19/prod19.deflate.avro\n  \
+    grist gen prod19 --format ffrecord --out /tmp/prod19\n  \
+    grist gen prod19 --format ofrecord --out /tmp/prod19\n  \
+    grist cat --spec /tmp/prod19/prod19.spec.json --batch-size 2 /tmp/prod19/prod19.ofrecord")]
 pub(crate) struct Args {
     /// The dataset.
     #[arg(value_enum)]
@@ -40,8 +43,10 @@ pub(crate) struct Args {
     #[arg(long, value_name = "S", default_value_t = 42)]
     seed: u64,
 
-    /// The file format: TFRecord files of tf.Example records, or an Avro
-    /// object container file of records with the features' own types.
+    /// The file format: TFRecord files of tf.Example records, an Avro
+    /// object container file of records with the features' own types, an
+    /// FFRecord file of tf.Example samples, or an OFRecord dataset (a
+    /// folder of 4 part files of OFRecords).
     #[arg(long, value_enum, value_name = "FORMAT", default_value = "tfrecord")]
     format: Format,
 
@@ -57,7 +62,10 @@ pub(crate) struct Args {
     /// Output folder (created if missing). TFRecord: writes
     /// `<name>.tfrecord`, `<name>.spec.json` and, with --gzip,
     /// `<name>.tfrecord.gz`. Avro: `<name>.avro` (codec null) or
-    /// `<name>.<codec>.avro`, and `<name>.avro.spec.json`.
+    /// `<name>.<codec>.avro`, and `<name>.avro.spec.json`. FFRecord:
+    /// `<name>.ffr` and `<name>.spec.json`. OFRecord: the folder
+    /// `<name>.ofrecord` (`part-00000`..`part-00003`, replacing the parts
+    /// of an earlier run) and `<name>.spec.json`.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
 }
@@ -86,6 +94,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             bail!("--gzip is for --format tfrecord (Avro files compress with --codec)")
         }
         (Format::Avro, codec) => vec![FileKind::Avro(codec.unwrap_or(Codec::Null))],
+        (Format::Ffrecord | Format::Ofrecord, _) if args.gzip || args.codec.is_some() => {
+            bail!("--gzip is for --format tfrecord and --codec for --format avro")
+        }
+        (Format::Ffrecord, _) => vec![FileKind::Ffrecord],
+        (Format::Ofrecord, _) => vec![FileKind::Ofrecord],
     };
     let dataset = prod19::write(&args.out, args.records, args.seed, &kinds)?;
     let mut out = Out::stdout();

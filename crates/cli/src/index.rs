@@ -27,10 +27,18 @@ pub(crate) struct Args {
 /// Runs `grist index`.
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     for file in &args.files {
-        if Format::of_path(file) == Format::Avro {
+        let why = match Format::of_path(file) {
+            Format::Tfrecord => None,
+            Format::Avro => Some("an Avro file is read block by block through its sync markers"),
+            Format::Ffrecord => Some("an FFRecord file holds its samples' offsets in its header"),
+            Format::Ofrecord => Some(
+                "grist builds the index of an OFRecord part from its length prefixes when it \
+                 reads records by number",
+            ),
+        };
+        if let Some(why) = why {
             bail!(
-                "{}: index files are for TFRecord files (an Avro file is read block by block \
-                 through its sync markers)",
+                "{}: index files are for TFRecord files ({why})",
                 file.display()
             );
         }

@@ -1,7 +1,9 @@
 //! `grist inspect`: what a file holds. TFRecord: which features the first
 //! records hold, of which kinds, and how many values. Avro: the writer
 //! schema, codec, metadata, blocks and records, and each top-level field's
-//! type.
+//! type. FFRecord: each file's sample count, legacy flag and sizes, from
+//! the headers. OFRecord: the parts and their record counts, and the
+//! features the first records hold.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -9,6 +11,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use grist_avro_tensor::DatumReader;
+use grist_ffrecord::FfrReader;
 use grist_tensor::json::bytes_to_json;
 use grist_tfrecord::proto::{self, feature::Kind};
 use grist_tfrecord::{Compression, ReaderOptions, RecordReader};
@@ -29,11 +32,20 @@ use crate::out::Out;
                         step) of tf.SequenceExamples.\n\n\
                         Avro files: the codec, the metadata, the number of blocks and records \
                         (every block and datum is read and checked), each top-level field's \
-                        Avro type, and the writer schema."
+                        Avro type, and the writer schema.\n\n\
+                        FFRecord files or folders: each file's sample count, whether its header \
+                        is a legacy one (metadata checksum stored as 0, not checked), the sizes \
+                        of its header, samples and file, and the smallest and largest sample \
+                        (headers are read and checked; samples are not read: `grist verify` \
+                        checks them).\n\n\
+                        OFRecord part files or folders: each part's record count (from the \
+                        length prefixes), and the features of the first records as for \
+                        TFRecord (kinds bytes_list, float_list, double_list, int32_list, \
+                        int64_list)."
 )]
 pub(crate) struct Args {
-    /// How many records to look at (from the start of a TFRecord file;
-    /// Avro files are read whole).
+    /// How many records to look at (from the start of a TFRecord file or
+    /// OFRecord dataset; Avro files are read whole).
     #[arg(long, value_name = "N", default_value_t = 1000)]
     records: u64,
 
@@ -48,8 +60,9 @@ pub(crate) struct Args {
     #[command(flatten)]
     format: FormatArg,
 
-    /// A TFRecord file (compression from the extension) or an Avro file
-    /// (.avro).
+    /// A TFRecord file (compression from the extension), an Avro file
+    /// (.avro), an FFRecord file (.ffr) or folder of them, or an OFRecord
+    /// part file (part-<n>) or folder of parts.
     #[arg(value_name = "FILE")]
     file: PathBuf,
 }
@@ -117,6 +130,16 @@ struct Summary {
     record_bytes: Option<(usize, usize)>,
     features: BTreeMap<String, Stats>,
     lists: BTreeMap<String, Stats>,
+}
+
+impl Summary {
+    /// Which records were inspected, in words.
+    fn scope(&self) -> &'static str {
+        match self.complete {
+            true => "all records",
+            false => "the first records; there are more",
+        }
+    }
 }
 
 /// Looks at the first `limit` records of `file`.
@@ -190,6 +213,26 @@ fn stats_json(stats: &BTreeMap<String, Stats>, lists: bool) -> Value {
     )
 }
 
+/// The table rows of feature (or, with `steps`, feature list)
+/// statistics: name, kinds, `records/n`, [steps,] values.
+fn feature_rows(stats: &BTreeMap<String, Stats>, n: u64, steps: bool) -> Vec<Vec<String>> {
+    stats
+        .iter()
+        .map(|(name, s)| {
+            let mut row = vec![
+                name.clone(),
+                s.kinds.iter().copied().collect::<Vec<_>>().join(","),
+                format!("{}/{n}", s.records),
+            ];
+            if steps {
+                row.push(range_text(s.steps));
+            }
+            row.push(range_text(s.values));
+            row
+        })
+        .collect()
+}
+
 /// `lo..hi`, or one number when they are equal, or `-`.
 fn range_text(range: Option<(usize, usize)>) -> String {
     match range {
@@ -232,10 +275,203 @@ fn table(out: &mut Out, header: &[&str], rows: &[Vec<String>]) -> std::io::Resul
 
 /// Runs `grist inspect`.
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
-    match args.format.of(&args.file) {
+    let (format, files) = args.format.of_all(std::slice::from_ref(&args.file))?;
+    if args.sequence && format != Format::Tfrecord {
+        bail!(
+            "--sequence is for TFRecord files of tf.SequenceExamples, not {}",
+            format.name()
+        );
+    }
+    match format {
         Format::Tfrecord => inspect_tfrecord(&args),
         Format::Avro => inspect_avro(&args),
+        Format::Ffrecord => inspect_ffrecord(&args, &files),
+        Format::Ofrecord => inspect_ofrecord(&args, &files),
     }
+}
+
+/// `inspect` of FFRecord files: their headers, read and checked.
+fn inspect_ffrecord(args: &Args, files: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let reader = FfrReader::open_files(files, grist_ffrecord::ReaderOptions::default())?;
+    let sizes = |offsets: &[u64]| -> Option<(usize, usize)> {
+        let mut range = None;
+        for w in offsets.windows(2) {
+            widen(&mut range, (w[1] - w[0]) as usize);
+        }
+        range
+    };
+    let mut all = None;
+    let rows: Vec<(&grist_ffrecord::FileInfo, Option<(usize, usize)>)> = reader
+        .files()
+        .iter()
+        .map(|f| {
+            let range = sizes(f.header().offsets());
+            if let Some((lo, hi)) = range {
+                widen(&mut all, lo);
+                widen(&mut all, hi);
+            }
+            (f, range)
+        })
+        .collect();
+    let legacy = reader.legacy_files().count();
+    let mut out = Out::stdout();
+    if args.json {
+        let per_file: Vec<Value> = rows
+            .iter()
+            .map(|(f, range)| {
+                let h = f.header();
+                let mut m = serde_json::Map::new();
+                m.insert("file".into(), json!(&**f.name()));
+                m.insert("first_index".into(), json!(f.first_index()));
+                m.insert("samples".into(), json!(f.count()));
+                m.insert("legacy".into(), json!(h.is_legacy()));
+                m.insert(
+                    "stored_meta_checksum".into(),
+                    json!(format!("{:#010x}", h.stored_crc())),
+                );
+                m.insert("header_bytes".into(), json!(h.header_len()));
+                m.insert("data_bytes".into(), json!(h.data_len()));
+                m.insert("file_bytes".into(), json!(h.file_size()));
+                range_json(*range, "min_sample_bytes", "max_sample_bytes", &mut m);
+                Value::Object(m)
+            })
+            .collect();
+        let mut doc = serde_json::Map::new();
+        doc.insert("file".into(), json!(args.file.display().to_string()));
+        doc.insert("format".into(), json!("ffrecord"));
+        doc.insert("samples".into(), json!(reader.len()));
+        doc.insert("legacy".into(), json!(legacy > 0));
+        doc.insert("data_bytes".into(), json!(reader.data_len()));
+        range_json(all, "min_sample_bytes", "max_sample_bytes", &mut doc);
+        doc.insert("files".into(), Value::Array(per_file));
+        out.json(&Value::Object(doc))?;
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    out.line(format_args!(
+        "{}: FFRecord, {} samples in {} file{}, {} of samples of {} bytes; headers checked \
+         (samples not read: `grist verify` checks them)",
+        args.file.display(),
+        fmt::count(reader.len()),
+        fmt::count(rows.len() as u64),
+        if rows.len() == 1 { "" } else { "s" },
+        fmt::bytes(reader.data_len()),
+        range_text(all)
+    ))?;
+    if legacy > 0 {
+        out.line(format_args!(
+            "{legacy} legacy file{} (metadata checksum stored as 0: written before the \
+             original library checked headers; its header cannot be verified)",
+            if legacy == 1 { "" } else { "s" }
+        ))?;
+    }
+    out.line("")?;
+    let table_rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(f, range)| {
+            let h = f.header();
+            vec![
+                f.name().to_string(),
+                if h.is_legacy() { "legacy" } else { "" }.into(),
+                fmt::count(f.count()),
+                fmt::count(f.first_index()),
+                fmt::count(h.header_len()),
+                fmt::count(h.data_len()),
+                range_text(*range),
+            ]
+        })
+        .collect();
+    table(
+        &mut out,
+        &[
+            "file",
+            "header",
+            "samples",
+            "first index",
+            "header bytes",
+            "sample bytes",
+            "bytes per sample",
+        ],
+        &table_rows,
+    )?;
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `inspect` of OFRecord parts: record counts, and the features of the
+/// first records.
+fn inspect_ofrecord(args: &Args, files: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let dataset = grist_ofrecord::Dataset::from_files(files.iter().cloned());
+    let counts = dataset.record_counts()?;
+    let total: u64 = counts.iter().sum();
+    let mut summary = Summary::default();
+    let mut reader = dataset.reader();
+    while summary.records < args.records {
+        let Some(r) = reader.next_record()? else {
+            break;
+        };
+        let at =
+            grist_ofrecord::Location::new(r.file.clone(), r.index_in_part).with_offset(r.offset);
+        let record = grist_ofrecord::Record::parse_at(r.payload, &at)?;
+        widen(&mut summary.record_bytes, r.payload.len());
+        for (name, value) in &record.features {
+            let s = summary
+                .features
+                .entry(String::from_utf8_lossy(name).into_owned())
+                .or_default();
+            s.kinds.insert(value.kind_name());
+            s.records += 1;
+            widen(&mut s.values, value.len());
+        }
+        summary.records += 1;
+    }
+    summary.complete = summary.records == total;
+    let mut out = Out::stdout();
+    if args.json {
+        let parts: Vec<Value> = files
+            .iter()
+            .zip(&counts)
+            .map(|(f, n)| json!({"file": f.display().to_string(), "records": n}))
+            .collect();
+        let (lo, hi) = summary.record_bytes.unwrap_or((0, 0));
+        out.json(&json!({
+            "file": args.file.display().to_string(),
+            "format": "ofrecord",
+            "parts": parts,
+            "records": total,
+            "inspected": summary.records,
+            "complete": summary.complete,
+            "min_record_bytes": lo,
+            "max_record_bytes": hi,
+            "features": stats_json(&summary.features, false),
+        }))?;
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let scope = summary.scope();
+    out.line(format_args!(
+        "{}: OFRecord, {} records in {} part{}; features of {} records ({scope}), payloads of \
+         {} bytes",
+        args.file.display(),
+        fmt::count(total),
+        fmt::count(files.len() as u64),
+        if files.len() == 1 { "" } else { "s" },
+        fmt::count(summary.records),
+        range_text(summary.record_bytes)
+    ))?;
+    out.line("")?;
+    for (f, n) in files.iter().zip(&counts) {
+        out.line(format_args!(
+            "  {:>12} records  {}",
+            fmt::count(*n),
+            f.display()
+        ))?;
+    }
+    out.line("")?;
+    let rows = feature_rows(&summary.features, summary.records, false);
+    table(&mut out, &["feature", "kind", "records", "values"], &rows)?;
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `inspect` of a TFRecord file.
@@ -265,11 +501,7 @@ fn inspect_tfrecord(args: &Args) -> anyhow::Result<ExitCode> {
         out.flush()?;
         return Ok(ExitCode::SUCCESS);
     }
-    let scope = if summary.complete {
-        "all records"
-    } else {
-        "the first records; the file has more"
-    };
+    let scope = summary.scope();
     out.line(format_args!(
         "{}: {} records inspected ({scope}), compression {}, payloads of {} bytes",
         args.file.display(),
@@ -278,42 +510,17 @@ fn inspect_tfrecord(args: &Args) -> anyhow::Result<ExitCode> {
         range_text(summary.record_bytes)
     ))?;
     let n = summary.records;
-    let feature_rows = |stats: &BTreeMap<String, Stats>| -> Vec<Vec<String>> {
-        stats
-            .iter()
-            .map(|(name, s)| {
-                vec![
-                    name.clone(),
-                    s.kinds.iter().copied().collect::<Vec<_>>().join(","),
-                    format!("{}/{n}", s.records),
-                    range_text(s.values),
-                ]
-            })
-            .collect()
-    };
     if args.sequence {
         out.line("")?;
         out.line("context")?;
         table(
             &mut out,
             &["feature", "kind", "records", "values"],
-            &feature_rows(&summary.features),
+            &feature_rows(&summary.features, n, false),
         )?;
         out.line("")?;
         out.line("feature_lists")?;
-        let rows: Vec<Vec<String>> = summary
-            .lists
-            .iter()
-            .map(|(name, s)| {
-                vec![
-                    name.clone(),
-                    s.kinds.iter().copied().collect::<Vec<_>>().join(","),
-                    format!("{}/{n}", s.records),
-                    range_text(s.steps),
-                    range_text(s.values),
-                ]
-            })
-            .collect();
+        let rows = feature_rows(&summary.lists, n, true);
         table(
             &mut out,
             &["feature_list", "kind", "records", "steps", "values/step"],
@@ -324,7 +531,7 @@ fn inspect_tfrecord(args: &Args) -> anyhow::Result<ExitCode> {
         table(
             &mut out,
             &["feature", "kind", "records", "values"],
-            &feature_rows(&summary.features),
+            &feature_rows(&summary.features, n, false),
         )?;
     }
     out.flush()?;

@@ -1,5 +1,5 @@
-//! `grist`: read, check, inspect and benchmark TFRecord and Avro training
-//! data.
+//! `grist`: read, check, inspect and benchmark TFRecord, Avro, FFRecord and
+//! OFRecord training data.
 //!
 //! Each subcommand lives in its own module; this file only parses the
 //! command line, dispatches, and turns an error into one line on stderr
@@ -26,18 +26,21 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 /// grist reads ML training records (TFRecord files of tf.Example and
-/// tf.SequenceExample, Avro object container files) into tensor batches,
-/// fast.
+/// tf.SequenceExample, Avro object container files, FFRecord files, OFRecord
+/// part files) into tensor batches, fast.
 #[derive(Debug, Parser)]
 #[command(
     name = "grist",
     version,
     about,
     long_about = "grist reads ML training records (TFRecord files of tf.Example and \
-                  tf.SequenceExample, Avro object container files) into tensor batches, \
-                  fast.\n\n\
-                  The format is taken from the file name: .avro is Avro, anything else \
-                  TFRecord (--format overrides). TFRecord compression is taken from the file \
+                  tf.SequenceExample, Avro object container files, HFAiLab FFRecord files, \
+                  OneFlow OFRecord part files) into tensor batches, fast.\n\n\
+                  The format is taken from the file name: .avro is Avro, .ffr FFRecord, \
+                  part-<n> an OFRecord part, anything else TFRecord (--format overrides). A \
+                  folder is a dataset of *.ffr files (FFRecord, samples numbered across the \
+                  files in name order) or of part-<n> files (OFRecord, parts in numeric \
+                  order). TFRecord compression is taken from the file \
                   name too: .gz is GZIP, .zz/.zlib is ZLIB, .zst/.zstd is ZSTD (not built \
                   into this binary), anything else is uncompressed; Avro files name their \
                   codec in their header (null, deflate, snappy, zstandard, bzip2, xz).\n\n\
@@ -58,17 +61,22 @@ enum Command {
     /// Count the records of each file (and the total).
     Count(count::Args),
     /// Read every record with every check (TFRecord CRCs; Avro sync markers,
-    /// codecs, record counts); report OK or the first bad record or block.
+    /// codecs, record counts; FFRecord header and sample CRC-32s; OFRecord
+    /// framing and protobuf); report OK or the first bad record, block or
+    /// sample.
     Verify(verify::Args),
     /// Write DALI-compatible `<file>.idx` index files next to each TFRecord
     /// file.
     Index(index::Args),
-    /// Summarize a file: the features of its first records (TFRecord), or
-    /// its schema, codec, blocks and records (Avro).
+    /// Summarize a file: the features of its first records (TFRecord,
+    /// OFRecord, with OFRecord's parts), its schema, codec, blocks and
+    /// records (Avro), or its headers: samples, legacy flag, sizes
+    /// (FFRecord).
     Inspect(inspect::Args),
     /// Measure end-to-end decoding speed (read + framing + checks + parse).
     Bench(bench::Args),
-    /// Generate a synthetic dataset (TFRecord or Avro files plus a spec file).
+    /// Generate a synthetic dataset (TFRecord, Avro, FFRecord or OFRecord
+    /// files plus a spec file).
     Gen(generate::Args),
     /// Write a built-in dataset, read it back, check it and time it.
     Demo(demo::Args),

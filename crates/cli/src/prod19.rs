@@ -1,13 +1,15 @@
-//! The prod19 synthetic dataset as TFRecord and Avro files, shared by
-//! `gen` and `demo`, and the check that decoded batches equal the
-//! generated data.
+//! The prod19 synthetic dataset as TFRecord, Avro, FFRecord and OFRecord
+//! files, shared by `gen` and `demo`, and the check that decoded batches
+//! equal the generated data.
 //!
 //! A dataset of `n` records is generated in chunks of [`CHUNK_ROWS`] rows
 //! (to bound memory): chunk `k` is `synth::prod19(rows, chunk_seed(seed,
 //! k))`, so the first chunk — and any dataset of up to `CHUNK_ROWS`
 //! records — is exactly `synth::prod19(n, seed)`. TFRecord files hold it
-//! as tf.Example records (`synth::prod19_example_specs`), Avro files with
-//! its own types (`synth::prod19_native`, `synth::prod19_native_specs`).
+//! as tf.Example records (`synth::prod19_example_specs`), FFRecord files
+//! as samples of the same tf.Example bytes, OFRecord part files as
+//! OFRecords of the same features, Avro files with its own types
+//! (`synth::prod19_native`, `synth::prod19_native_specs`).
 
 use std::borrow::Cow;
 use std::fs::{self, File};
@@ -17,6 +19,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use grist_avro_tensor::{Codec, ContainerWriter};
+use grist_ffrecord::FfrWriter;
+use grist_ofrecord::DatasetWriter;
 use grist_tensor::synth::{
     SplitMix64, prod19, prod19_example_specs, prod19_native, prod19_native_specs,
 };
@@ -50,8 +54,8 @@ fn chunk_rows(records: u64, k: u64) -> usize {
 fn chunk(records: u64, seed: u64, k: u64, format: Format) -> Batch {
     let (rows, seed) = (chunk_rows(records, k), chunk_seed(seed, k));
     match format {
-        Format::Tfrecord => prod19(rows, seed),
         Format::Avro => prod19_native(rows, seed),
+        Format::Tfrecord | Format::Ffrecord | Format::Ofrecord => prod19(rows, seed),
     }
 }
 
@@ -60,12 +64,13 @@ pub(crate) fn chunks(records: u64, seed: u64, format: Format) -> impl Iterator<I
     (0..records.div_ceil(CHUNK_ROWS)).map(move |k| chunk(records, seed, k, format))
 }
 
-/// The spec file of prod19 in `format`: tf.Example features (TFRecord),
-/// or the ATDS features of the Avro record's own types (Avro).
+/// The spec file of prod19 in `format`: tf.Example features (TFRecord,
+/// and the same features of FFRecord's tf.Example samples and of
+/// OFRecords), or the ATDS features of the Avro record's own types (Avro).
 pub(crate) fn spec_file(format: Format) -> SpecFile {
     let features = match format {
-        Format::Tfrecord => prod19_example_specs(),
         Format::Avro => prod19_native_specs(),
+        Format::Tfrecord | Format::Ffrecord | Format::Ofrecord => prod19_example_specs(),
     };
     SpecFile {
         features,
@@ -74,13 +79,20 @@ pub(crate) fn spec_file(format: Format) -> SpecFile {
 }
 
 /// The path of the spec file of `format` in `dir`: `prod19.spec.json`
-/// (TFRecord), `prod19.avro.spec.json` (Avro).
+/// (TFRecord, FFRecord, OFRecord: the same features),
+/// `prod19.avro.spec.json` (Avro).
 pub(crate) fn spec_path(dir: &Path, format: Format) -> PathBuf {
     match format {
-        Format::Tfrecord => dir.join(format!("{NAME}.spec.json")),
         Format::Avro => dir.join(format!("{NAME}.avro.spec.json")),
+        Format::Tfrecord | Format::Ffrecord | Format::Ofrecord => {
+            dir.join(format!("{NAME}.spec.json"))
+        }
     }
 }
+
+/// The number of part files of an OFRecord dataset (fewer when there are
+/// fewer records).
+pub(crate) const OFRECORD_PARTS: u64 = 4;
 
 /// One file of the dataset: its format and compression.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +104,10 @@ pub(crate) enum FileKind {
     },
     /// An Avro object container file with this codec.
     Avro(Codec),
+    /// An FFRecord file of tf.Example samples.
+    Ffrecord,
+    /// An OFRecord dataset: a folder of [`OFRECORD_PARTS`] part files.
+    Ofrecord,
 }
 
 impl FileKind {
@@ -100,26 +116,34 @@ impl FileKind {
         match self {
             FileKind::Tfrecord { .. } => Format::Tfrecord,
             FileKind::Avro(_) => Format::Avro,
+            FileKind::Ffrecord => Format::Ffrecord,
+            FileKind::Ofrecord => Format::Ofrecord,
         }
     }
 
     /// The file's name: `prod19.tfrecord`, `prod19.tfrecord.gz`,
-    /// `prod19.avro` (codec null), `prod19.<codec>.avro`.
+    /// `prod19.avro` (codec null), `prod19.<codec>.avro`, `prod19.ffr`, and
+    /// the folder `prod19.ofrecord` (its parts `part-00000`, ...).
     pub(crate) fn file_name(self) -> String {
         match self {
             FileKind::Tfrecord { gzip: false } => format!("{NAME}.tfrecord"),
             FileKind::Tfrecord { gzip: true } => format!("{NAME}.tfrecord.gz"),
             FileKind::Avro(Codec::Null) => format!("{NAME}.avro"),
             FileKind::Avro(codec) => format!("{NAME}.{codec}.avro"),
+            FileKind::Ffrecord => format!("{NAME}.ffr"),
+            FileKind::Ofrecord => format!("{NAME}.ofrecord"),
         }
     }
 
-    /// `TFRecord`, `TFRecord, gzip`, `Avro, codec deflate`.
+    /// `TFRecord`, `TFRecord, gzip`, `Avro, codec deflate`, `FFRecord,
+    /// tf.Example samples`, `OFRecord, part files`.
     pub(crate) fn describe(self) -> String {
         match self {
             FileKind::Tfrecord { gzip: false } => "TFRecord".into(),
             FileKind::Tfrecord { gzip: true } => "TFRecord, gzip".into(),
             FileKind::Avro(codec) => format!("Avro, codec {codec}"),
+            FileKind::Ffrecord => "FFRecord, tf.Example samples".into(),
+            FileKind::Ofrecord => "OFRecord, part files".into(),
         }
     }
 }
@@ -127,10 +151,11 @@ impl FileKind {
 /// One file written by [`write`].
 #[derive(Debug)]
 pub(crate) struct Written {
+    /// The file (the folder, for OFRecord).
     pub(crate) path: PathBuf,
     pub(crate) kind: FileKind,
     pub(crate) records: u64,
-    /// The size on disk.
+    /// The size on disk (of the files in the folder, for OFRecord).
     pub(crate) bytes: u64,
 }
 
@@ -151,12 +176,21 @@ pub(crate) struct Dataset {
 enum Sink {
     Tfrecord(RecordWriter<File>),
     Avro(ContainerWriter<File>),
+    Ffrecord(FfrWriter),
+    /// The parts are written into a fresh hidden folder beside `dest`,
+    /// which takes its place when complete.
+    Ofrecord {
+        writer: DatasetWriter,
+        dest: PathBuf,
+        temp: tempfile::TempDir,
+    },
 }
 
 impl Sink {
-    /// Creates the file of `kind` at `path` (the data of `seed` gives an
-    /// Avro file its sync marker, so the same seed gives the same bytes).
-    fn create(path: &Path, kind: FileKind, seed: u64) -> anyhow::Result<Sink> {
+    /// Creates the file of `kind` at `path` for `records` records (the
+    /// data of `seed` gives an Avro file its sync marker, so the same seed
+    /// gives the same bytes).
+    fn create(path: &Path, kind: FileKind, seed: u64, records: u64) -> anyhow::Result<Sink> {
         Ok(match kind {
             FileKind::Tfrecord { .. } => Sink::Tfrecord(RecordWriter::create(
                 path,
@@ -174,6 +208,24 @@ impl Sink {
                     .with_sync_marker(sync);
                 Sink::Avro(ContainerWriter::create(path, &schema, options)?)
             }
+            FileKind::Ffrecord => Sink::Ffrecord(FfrWriter::create(
+                path,
+                grist_ffrecord::WriterOptions::default().with_count(Some(records)),
+            )?),
+            FileKind::Ofrecord => {
+                let parent = path.parent().unwrap_or(Path::new("."));
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or(NAME);
+                let temp = tempfile::Builder::new()
+                    .prefix(&format!(".{name}."))
+                    .tempdir_in(parent)
+                    .with_context(|| format!("creating a folder in {}", parent.display()))?;
+                let per_part = records.div_ceil(OFRECORD_PARTS).max(1);
+                Sink::Ofrecord {
+                    writer: DatasetWriter::create(temp.path())?.with_records_per_part(per_part),
+                    dest: path.to_path_buf(),
+                    temp,
+                }
+            }
         })
     }
 
@@ -181,6 +233,8 @@ impl Sink {
         match self {
             Sink::Tfrecord(w) => w.write_record(record)?,
             Sink::Avro(w) => w.append_datum(record)?,
+            Sink::Ffrecord(w) => w.write_sample(record)?,
+            Sink::Ofrecord { writer, .. } => writer.write_record(record)?,
         }
         Ok(())
     }
@@ -190,16 +244,71 @@ impl Sink {
         Ok(match self {
             Sink::Tfrecord(w) => w.finish()?.records,
             Sink::Avro(w) => w.finish()?.records,
+            Sink::Ffrecord(w) => w.finish()?.samples,
+            Sink::Ofrecord { writer, dest, temp } => {
+                let records = writer.finish()?.records;
+                replace_dataset(temp, &dest)?;
+                records
+            }
         })
     }
+}
+
+/// Moves the complete OFRecord dataset in `temp` to `dest`, replacing the
+/// dataset there (a folder holding only part files) if there is one.
+fn replace_dataset(temp: tempfile::TempDir, dest: &Path) -> anyhow::Result<()> {
+    if dest.exists() {
+        let mut old = Vec::new();
+        let entries =
+            fs::read_dir(dest).with_context(|| format!("replacing {}", dest.display()))?;
+        for entry in entries {
+            let path = entry
+                .with_context(|| format!("replacing {}", dest.display()))?
+                .path();
+            if Format::of_path(&path) != Format::Ofrecord || !path.is_file() {
+                bail!(
+                    "{} holds {}, which is not an OFRecord part file: not replacing it",
+                    dest.display(),
+                    path.display()
+                );
+            }
+            old.push(path);
+        }
+        // Only part files: remove them all, then the folder.
+        for path in old {
+            fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+        }
+        fs::remove_dir(dest).with_context(|| format!("replacing {}", dest.display()))?;
+    }
+    let from = temp.keep();
+    fs::rename(&from, dest)
+        .with_context(|| format!("moving {} to {}", from.display(), dest.display()))
+}
+
+/// The size of a file, or of the files in a folder.
+pub(crate) fn size_on_disk(path: &Path) -> anyhow::Result<u64> {
+    let meta = fs::metadata(path).with_context(|| format!("{}", path.display()))?;
+    if !meta.is_dir() {
+        return Ok(meta.len());
+    }
+    let mut total = 0;
+    for entry in fs::read_dir(path).with_context(|| format!("{}", path.display()))? {
+        let entry = entry.with_context(|| format!("{}", path.display()))?;
+        total += entry
+            .metadata()
+            .with_context(|| format!("{}", entry.path().display()))?
+            .len();
+    }
+    Ok(total)
 }
 
 /// A chunk of encoded records, shared by the writers of one format.
 type Encoded = Arc<Vec<Vec<u8>>>;
 
 /// Writes `records` records of prod19 seeded with `seed` into `dir`, one
-/// file per entry of `kinds` (see [`FileKind::file_name`]), and the spec
-/// file of each format among them (`{"features": [...]}`).
+/// file (or OFRecord folder) per entry of `kinds` (see
+/// [`FileKind::file_name`]), and the spec file of each format among them
+/// (`{"features": [...]}`, see [`spec_path`]).
 pub(crate) fn write(
     dir: &Path,
     records: u64,
@@ -211,6 +320,9 @@ pub(crate) fn write(
     let mut specs = Vec::new();
     for format in formats(kinds.iter().map(|k| k.format())) {
         let path = spec_path(dir, format);
+        if specs.contains(&path) {
+            continue;
+        }
         let text =
             serde_json::to_string_pretty(&json!({ "features": spec_file(format).features }))?;
         fs::write(&path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
@@ -221,7 +333,7 @@ pub(crate) fn write(
     let sinks = paths
         .iter()
         .zip(kinds)
-        .map(|(p, &k)| Sink::create(p, k, seed))
+        .map(|(p, &k)| Sink::create(p, k, seed, records))
         .collect::<anyhow::Result<Vec<_>>>()?;
     // Each file is written (and compressed) on its own thread, while the
     // chunks are generated and encoded a few at a time in parallel.
@@ -230,7 +342,7 @@ pub(crate) fn write(
         let mut handles = Vec::new();
         for (mut sink, kind) in sinks.into_iter().zip(kinds) {
             let (tx, rx) = mpsc::sync_channel::<Encoded>(2);
-            senders.push((kind.format(), tx));
+            senders.push((encoding(kind.format()), tx));
             handles.push(scope.spawn(move || -> anyhow::Result<u64> {
                 for chunk in rx {
                     for record in chunk.iter() {
@@ -255,9 +367,7 @@ pub(crate) fn write(
     })?;
     let mut files = Vec::new();
     for ((records, path), &kind) in counts.into_iter().zip(paths).zip(kinds) {
-        let bytes = fs::metadata(&path)
-            .with_context(|| format!("{}", path.display()))?
-            .len();
+        let bytes = size_on_disk(&path)?;
         files.push(Written {
             path,
             kind,
@@ -274,18 +384,33 @@ pub(crate) fn write(
 
 /// The formats among `these`, each once.
 fn formats(these: impl Iterator<Item = Format> + Clone) -> Vec<Format> {
-    [Format::Tfrecord, Format::Avro]
-        .into_iter()
-        .filter(|f| these.clone().any(|g| g == *f))
-        .collect()
+    [
+        Format::Tfrecord,
+        Format::Avro,
+        Format::Ffrecord,
+        Format::Ofrecord,
+    ]
+    .into_iter()
+    .filter(|f| these.clone().any(|g| g == *f))
+    .collect()
 }
 
-/// Encodes `batch` as the records of `format`.
+/// The format whose record encoding files of `format` hold: FFRecord
+/// samples are the tf.Example records of TFRecord files.
+fn encoding(format: Format) -> Format {
+    match format {
+        Format::Ffrecord => Format::Tfrecord,
+        other => other,
+    }
+}
+
+/// Encodes `batch` as the records of `format` (see [`encoding`]).
 fn encode(batch: &Batch, format: Format) -> anyhow::Result<Vec<Vec<u8>>> {
     let spec = spec_file(format);
-    Ok(match format {
-        Format::Tfrecord => grist_tfrecord::encode_batch(batch, &spec)?,
+    Ok(match encoding(format) {
         Format::Avro => grist_avro_tensor::encode_batch(batch, &spec.features)?,
+        Format::Ofrecord => grist_ofrecord::encode_batch(batch, &spec.features)?,
+        Format::Tfrecord | Format::Ffrecord => grist_tfrecord::encode_batch(batch, &spec)?,
     })
 }
 

@@ -1,12 +1,17 @@
 //! `grist verify`: read every record with every check the format has.
 //! TFRecord: both CRCs of every frame (and `<file>.idx` when present).
 //! Avro: every block's sync marker, its codec (snappy's CRC-32 too), and
-//! its datums against its record count.
+//! its datums against its record count. FFRecord: the header (metadata
+//! CRC-32, offsets) and every sample's CRC-32. OFRecord: the framing of
+//! every part file, and every record as an OFRecord protobuf (the format
+//! has no checksum).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use grist_avro_tensor::DatumReader;
+use grist_ffrecord::FfrReader;
+use grist_tensor::RecordSource as _;
 use grist_tfrecord::{
     Compression, FRAME_OVERHEAD, ReaderOptions, RecordReader, index_path, verify_index,
 };
@@ -20,25 +25,29 @@ use crate::out::Out;
 #[command(
     after_help = "Prints one line per file: OK with its record count, or FAILED with \
                         where the damage is: the first bad record's index and byte offset \
-                        (TFRecord), the first bad block's index and byte offset (Avro). When \
+                        (TFRecord, OFRecord), the first bad block's index and byte offset \
+                        (Avro), the first bad sample's index and byte offset (FFRecord). When \
                         <FILE>.idx exists next to a TFRecord file it is checked against the \
-                        file too. Exits with status 1 when any file fails."
+                        file too. A folder stands for its FFRecord files or OFRecord parts, \
+                        each verified on its own. Exits with status 1 when any file fails."
 )]
 pub(crate) struct Args {
     #[command(flatten)]
     format: FormatArg,
 
-    /// TFRecord files (compression from the extension) or Avro files
-    /// (.avro).
+    /// TFRecord files (compression from the extension), Avro files
+    /// (.avro), FFRecord files (.ffr), OFRecord part files (part-<n>), or
+    /// folders of FFRecord files or OFRecord parts.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
 }
 
 /// The first problem found in a file.
 struct Failure {
-    /// Where: `record <i> at offset <o>` (TFRecord), `block <b> at offset
-    /// <o>` (Avro); `None` when the file cannot be opened, its header is
-    /// bad or its index file is wrong.
+    /// Where: `record <i> at offset <o>` (TFRecord, OFRecord), `block <b>
+    /// at offset <o>` (Avro), `sample <i> at offset <o>` (FFRecord); `None`
+    /// when the file cannot be opened, its header is bad or its index file
+    /// is wrong.
     position: Option<String>,
     /// What is wrong, without the file and position (said above).
     detail: String,
@@ -139,6 +148,79 @@ fn verify_avro(file: &Path) -> Result<Verified, Failure> {
     })
 }
 
+/// Reads the header and every sample of an FFRecord file, checking the
+/// metadata CRC-32 and every sample's CRC-32.
+fn verify_ffrecord(file: &Path) -> Result<Verified, Failure> {
+    let fail = |error: grist_ffrecord::Error, offsets: Option<&[u64]>| {
+        let position = error.sample().map(|at| match offsets {
+            Some(o) => format!("sample {} at offset {}", at.sample, o[at.sample as usize]),
+            None => format!("sample {}", at.sample),
+        });
+        Failure {
+            detail: detail(error.to_string(), error.sample(), file),
+            position,
+        }
+    };
+    let reader = FfrReader::open(file, grist_ffrecord::ReaderOptions::default())
+        .map_err(|e| fail(e, None))?;
+    let info = &reader.files()[0];
+    let offsets = info.header().offsets();
+    let mut source = reader.source();
+    loop {
+        match source.next_chunk() {
+            Ok(Some(_)) => {}
+            Ok(None) => break,
+            Err(e) => return Err(fail(e, Some(offsets))),
+        }
+    }
+    let legacy = match info.header().is_legacy() {
+        true => ", legacy header (metadata checksum stored as 0, not checked)",
+        false => "",
+    };
+    Ok(Verified {
+        records: reader.len(),
+        details: format!(
+            "{} of samples, every CRC-32 checked{legacy}",
+            fmt::bytes(reader.data_len())
+        ),
+    })
+}
+
+/// Reads every record of an OFRecord part file and parses each one.
+fn verify_ofrecord(file: &Path) -> Result<Verified, Failure> {
+    let fail = |position, error: grist_ofrecord::Error| Failure {
+        position,
+        detail: detail(error.to_string(), error.location(), file),
+    };
+    let mut reader =
+        grist_ofrecord::RecordReader::open(file, grist_ofrecord::ReaderOptions::default())
+            .map_err(|e| fail(None, e))?;
+    let name = reader.name().clone();
+    let mut records = 0u64;
+    loop {
+        let (index, offset) = (reader.record_index(), reader.offset());
+        let at = || Some(format!("record {index} at offset {offset}"));
+        match reader.next_record() {
+            Ok(Some(r)) => {
+                let location =
+                    grist_ofrecord::Location::new(name.clone(), r.index).with_offset(r.offset);
+                grist_ofrecord::Record::parse_at(r.payload, &location)
+                    .map_err(|e| fail(at(), e))?;
+                records += 1;
+            }
+            Ok(None) => break,
+            Err(e) => return Err(fail(at(), e)),
+        }
+    }
+    Ok(Verified {
+        records,
+        details: format!(
+            "{} framed, every record parses",
+            fmt::bytes(reader.offset())
+        ),
+    })
+}
+
 impl Failure {
     /// `<position>: <detail>`, or just the detail.
     fn describe(&self) -> String {
@@ -162,10 +244,14 @@ fn stream(file: &Path) -> &'static str {
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = Out::stdout();
     let mut failures: Vec<(PathBuf, Failure)> = Vec::new();
-    for file in &args.files {
-        let verified = match args.format.of(file) {
+    let inputs = args.format.expand(&args.files)?;
+    for input in &inputs {
+        let file = &input.path;
+        let verified = match input.format {
             Format::Tfrecord => verify_tfrecord(file),
             Format::Avro => verify_avro(file),
+            Format::Ffrecord => verify_ffrecord(file),
+            Format::Ofrecord => verify_ofrecord(file),
         };
         match verified {
             Ok(v) => out.line(format_args!(
@@ -186,7 +272,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let more = match failures.len() {
         1 => String::new(),
-        n => format!(" ({} of {} files failed)", n, args.files.len()),
+        n => format!(" ({} of {} files failed)", n, inputs.len()),
     };
     Err(anyhow::anyhow!(
         "verify failed: {}: {}{more}",

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::support::{BENCH_KEYS, bench_json, case, grist, tfrecord_cases};
+use crate::support::{BENCH_KEYS, bench_json, case, grist, grist_on, tfrecord_cases};
 
 #[test]
 fn count_matches_the_corpus() {
@@ -433,4 +433,144 @@ fn demo_writes_reads_back_and_checks() {
     let run = grist(["demo", "--records", "300", "--threads", "1"]);
     run.assert_ok("demo in a temporary folder");
     assert_eq!(run.stdout.matches(" OK ").count(), 6, "{}", run.stdout);
+}
+
+/// `gen prod19 --format ffrecord|ofrecord`: the same records as the
+/// TFRecord file, through every command.
+#[test]
+fn gen_ffrecord_and_ofrecord() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("data");
+    let gen_format = |format: &str, out: &Path| {
+        let args = [
+            "gen",
+            "prod19",
+            "--records",
+            "300",
+            "--seed",
+            "7",
+            "--format",
+            format,
+        ];
+        grist_on(&[&args[..], &["--out"]].concat(), &[out.to_path_buf()])
+    };
+    for format in ["tfrecord", "ffrecord", "ofrecord"] {
+        gen_format(format, &out).assert_ok(format);
+    }
+    let tf = out.join("prod19.tfrecord");
+    let ffr = out.join("prod19.ffr");
+    let of = out.join("prod19.ofrecord");
+    let spec = out.join("prod19.spec.json");
+    let parts: Vec<_> = (0..4).map(|i| of.join(format!("part-0000{i}"))).collect();
+    assert!(parts.iter().all(|p| p.is_file()), "four parts");
+    assert!(!of.join("part-00004").exists());
+
+    // The same batches from all three.
+    let cat = |args: &[&str], path: &Path| {
+        let mut all: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+        all.push(path.into());
+        let run = grist(all);
+        run.assert_ok(&format!("{args:?} {}", path.display()));
+        run.stdout
+    };
+    let spec_args = [
+        "cat",
+        "--spec",
+        spec.to_str().unwrap(),
+        "--batch-size",
+        "128",
+    ];
+    let batches = cat(&spec_args, &tf);
+    assert_eq!(batches.lines().count(), 3);
+    assert_eq!(cat(&spec_args, &ffr), batches);
+    assert_eq!(cat(&spec_args, &of), batches);
+    // FFRecord samples are the TFRecord payloads; so are their records.
+    assert_eq!(cat(&["cat", "--raw"], &ffr), cat(&["cat", "--raw"], &tf));
+    assert_eq!(
+        cat(&["cat", "--records"], &ffr),
+        cat(&["cat", "--records"], &tf)
+    );
+    // An OFRecord record holds the same features, as typed lists.
+    let records = cat(&["cat", "--records"], &of);
+    let lines: Vec<Value> = records
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 300);
+    assert_eq!(lines[0]["file"], parts[0].display().to_string());
+    assert_eq!(lines[75]["index_in_part"], 0);
+    assert_eq!(lines[75]["index"], 75);
+    assert_eq!(
+        lines[0]["features"].as_object().unwrap().len(),
+        lines[0]["features"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| !k.is_empty())
+            .count()
+    );
+
+    // count, verify, inspect.
+    let run = grist([
+        "count".as_ref(),
+        "--json".as_ref(),
+        ffr.as_os_str(),
+        of.as_os_str(),
+    ]);
+    run.assert_ok("count");
+    let doc = &run.json_lines()[0];
+    assert_eq!(doc["total"], 600);
+    assert_eq!(doc["files"].as_array().unwrap().len(), 5);
+    let run = grist(["verify".as_ref(), ffr.as_os_str(), of.as_os_str()]);
+    run.assert_ok("verify");
+    assert_eq!(run.stdout.matches("OK ").count(), 5, "{}", run.stdout);
+    let run = grist(["inspect".as_ref(), "--json".as_ref(), ffr.as_os_str()]);
+    run.assert_ok("inspect ffr");
+    let doc = &run.json_lines()[0];
+    assert_eq!(
+        (doc["samples"].as_u64(), doc["legacy"].as_bool()),
+        (Some(300), Some(false))
+    );
+    let run = grist(["inspect".as_ref(), "--json".as_ref(), of.as_os_str()]);
+    run.assert_ok("inspect ofrecord");
+    let doc = &run.json_lines()[0];
+    assert_eq!(doc["records"], 300);
+    assert_eq!(doc["parts"].as_array().unwrap().len(), 4);
+    assert_eq!(doc["features"].as_array().unwrap().len(), 19 + 5);
+
+    // The same seed gives the same bytes; a second run replaces the
+    // dataset's parts.
+    let again = dir.path().join("again");
+    gen_format("ffrecord", &again).assert_ok("gen again");
+    assert_eq!(
+        std::fs::read(&ffr).unwrap(),
+        std::fs::read(again.join("prod19.ffr")).unwrap()
+    );
+    let before = std::fs::read(&parts[2]).unwrap();
+    gen_format("ofrecord", &out).assert_ok("gen ofrecord over itself");
+    assert_eq!(std::fs::read(&parts[2]).unwrap(), before);
+    // A folder holding other files is not replaced.
+    std::fs::write(of.join("notes.txt"), b"mine").unwrap();
+    let run = gen_format("ofrecord", &out);
+    run.assert_failed("gen over a folder with other files");
+    assert!(run.stderr.contains("notes.txt"), "{}", run.stderr);
+    assert!(of.join("notes.txt").exists() && parts[0].exists());
+
+    // Options of other formats are refused.
+    let run = grist([
+        "gen",
+        "prod19",
+        "--format",
+        "ffrecord",
+        "--gzip",
+        "--out",
+        "/nonexistent/x",
+    ]);
+    run.assert_failed("ffrecord --gzip");
+
+    // bench reads both (through the loader).
+    for path in [&ffr, &of] {
+        let doc = bench_json(&spec, path, &["--min-seconds", "0", "--batch-size", "64"]);
+        assert_eq!(doc["records"], 300, "{}", path.display());
+    }
 }

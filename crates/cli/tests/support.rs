@@ -165,6 +165,18 @@ impl Run {
     }
 }
 
+impl Run {
+    /// Panics unless it succeeded without a word on stderr or failed
+    /// cleanly (see [`assert_failed`](Self::assert_failed)).
+    pub fn assert_clean(&self, what: &str) {
+        if self.ok {
+            assert!(self.stderr.is_empty(), "{what}: {}", self.stderr);
+        } else {
+            self.assert_failed(what);
+        }
+    }
+}
+
 /// Runs `grist` with `args`.
 pub fn grist<I, S>(args: I) -> Run
 where
@@ -292,4 +304,80 @@ pub fn bench_json(spec: &Path, file: &Path, extra: &[&str]) -> Value {
     let lines = run.json_lines();
     assert_eq!(lines.len(), 1);
     lines[0].clone()
+}
+
+/// A case of the FFRecord or OFRecord corpus: `<format>/<case>.expected.json`
+/// (these formats are not in `manifest.json`).
+pub struct DatasetCase {
+    /// The case name.
+    pub name: String,
+    /// The `.expected.json` document.
+    pub expected: Value,
+    /// The corpus folder of the format (paths in the document are relative
+    /// to it).
+    pub dir: PathBuf,
+}
+
+impl DatasetCase {
+    /// A path of the document, made absolute.
+    pub fn path(&self, relative: &Value) -> PathBuf {
+        self.dir.join(relative.as_str().expect("a path"))
+    }
+}
+
+/// Every case of the `format` folder (`ffrecord`, `ofrecord`) of the
+/// corpus, by name.
+pub fn dataset_cases(format: &str) -> Vec<DatasetCase> {
+    let dir = corpus_dir().join(format);
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".expected.json"))
+        .collect();
+    names.sort();
+    assert!(!names.is_empty(), "no {format} cases");
+    names
+        .into_iter()
+        .map(|p| {
+            let expected = read_json(&p);
+            DatasetCase {
+                name: expected["case"].as_str().unwrap().to_string(),
+                expected,
+                dir: dir.clone(),
+            }
+        })
+        .collect()
+}
+
+/// The words a message uses for a corpus error kind.
+pub fn kind_words(kind: &str) -> &'static str {
+    match kind {
+        "metadata_checksum" => "metadata checksum",
+        "sample_checksum" => "sample checksum",
+        "invalid_offsets" => "invalid offset",
+        "truncated" => "truncated",
+        "invalid_length" => "invalid record length",
+        "protobuf" => "could not parse OFRecord",
+        other => panic!("unknown error kind {other}"),
+    }
+}
+
+/// The SHA-256 of `bytes`, in hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// Writes `doc` as a spec file `name` in `dir`.
+pub fn write_spec(dir: &Path, name: &str, doc: &Value) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_string(doc).unwrap()).unwrap();
+    path
+}
+
+/// Runs `grist` with `args` and then `paths`.
+pub fn grist_on(args: &[&str], paths: &[PathBuf]) -> Run {
+    let mut all: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+    all.extend(paths.iter().map(|p| p.clone().into_os_string()));
+    grist(all)
 }

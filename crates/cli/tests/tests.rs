@@ -1,8 +1,11 @@
 //! Integration tests of the `grist` binary: the golden corpus
 //! (`../shared/corpus`) through `grist cat` and the other commands, for
-//! TFRecord and Avro, and smoke tests of the other commands.
+//! TFRecord, Avro, FFRecord and OFRecord, and smoke tests of the other
+//! commands.
 
 mod avro;
 mod commands;
 mod corpus;
+mod ffrecord;
+mod ofrecord;
 mod support;

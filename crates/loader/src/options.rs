@@ -75,6 +75,9 @@ pub enum FfrPayload {
     Example,
     /// Serialized OneFlow `OFRecord`s.
     OfRecord,
+    /// The raw little-endian bytes of one tensor, decoded by a spec of
+    /// exactly one dense feature (see [`grist_ffrecord::RawDecoder`]).
+    Raw,
 }
 
 /// How files are read (shared by the stream and the random-access
