@@ -64,9 +64,11 @@ impl DenseBuilder {
         self.values.reserve(rows.saturating_mul(self.row_len));
     }
 
-    fn append(&mut self, other: DenseBuilder) {
+    fn append(&mut self, other: &mut DenseBuilder) {
         self.values.extend_from(&other.values);
         self.rows += other.rows;
+        other.values.clear();
+        other.rows = 0;
     }
 
     fn finish(&mut self) -> DenseTensor {
@@ -129,17 +131,24 @@ impl SparseBuilder {
         self.shape.clone_from(&self.row_start_shape);
     }
 
-    fn append(&mut self, other: SparseBuilder, row_offset: usize) {
+    fn append(&mut self, other: &mut SparseBuilder, row_offset: usize) {
         let rank = self.rank();
-        self.indices.reserve(other.indices.len());
-        for tuple in other.indices.chunks(rank) {
-            self.indices.push(tuple[0] + row_offset as i64);
-            self.indices.extend_from_slice(&tuple[1..]);
+        // One bulk copy, then the batch rows moved on in place.
+        let start = self.indices.len();
+        self.indices.extend_from_slice(&other.indices);
+        if row_offset != 0 {
+            for tuple in self.indices[start..].chunks_exact_mut(rank) {
+                tuple[0] += row_offset as i64;
+            }
         }
         self.values.extend_from(&other.values);
-        for (a, b) in self.shape.iter_mut().zip(other.shape) {
-            *a = (*a).max(b);
+        for (a, b) in self.shape.iter_mut().zip(&other.shape) {
+            *a = (*a).max(*b);
         }
+        other.indices.clear();
+        other.values.clear();
+        other.shape.clone_from(&other.base_shape);
+        other.row_start_shape.clone_from(&other.base_shape);
     }
 
     fn finish(&mut self, rows: usize) -> SparseTensor {
@@ -257,16 +266,20 @@ impl RaggedBuilder {
         }
     }
 
-    fn append(&mut self, other: RaggedBuilder) {
+    fn append(&mut self, other: &mut RaggedBuilder) {
         let base = self.values.len() as i64;
         self.row_splits
             .extend(other.row_splits.iter().skip(1).map(|s| s + base));
         self.values.extend_from(&other.values);
-        for (mine, theirs) in self.partitions.iter_mut().zip(other.partitions) {
+        other.values.clear();
+        other.row_splits.truncate(1);
+        for (mine, theirs) in self.partitions.iter_mut().zip(&mut other.partitions) {
             let base = mine.values.len() as i64;
             mine.row_splits
                 .extend(theirs.row_splits.iter().skip(1).map(|s| s + base));
             mine.values.extend_from_slice(&theirs.values);
+            theirs.values.clear();
+            theirs.row_splits.truncate(1);
         }
     }
 
@@ -525,9 +538,11 @@ impl PaddedBuilder {
         self.values.truncate(n * self.item_len);
     }
 
-    fn append(&mut self, other: PaddedBuilder) {
+    fn append(&mut self, other: &mut PaddedBuilder) {
         self.values.extend_from(&other.values);
         self.steps.extend_from_slice(&other.steps);
+        other.values.clear();
+        other.steps.clear();
     }
 
     fn finish(&mut self) -> Result<(DenseTensor, Vec<i64>), TensorError> {
@@ -733,15 +748,27 @@ impl BatchBuilder {
     /// # Panics
     ///
     /// When `other` has different columns (a caller bug).
-    pub fn append(&mut self, other: BatchBuilder) {
+    pub fn append(&mut self, mut other: BatchBuilder) {
+        self.append_from(&mut other);
+    }
+
+    /// Appends the rows of `other`, a builder made for the same specs,
+    /// after the rows of `self`, and leaves `other` empty with its memory,
+    /// ready for another part of another batch (no fresh allocation per
+    /// part and batch).
+    ///
+    /// # Panics
+    ///
+    /// When `other` has different columns (a caller bug).
+    pub fn append_from(&mut self, other: &mut BatchBuilder) {
         assert_eq!(
             self.columns.len(),
             other.columns.len(),
             "append: columns differ"
         );
         let offset = self.rows;
-        for (mine, theirs) in self.columns.iter_mut().zip(other.columns) {
-            match (&mut mine.builder, theirs.builder) {
+        for (mine, theirs) in self.columns.iter_mut().zip(&mut other.columns) {
+            match (&mut mine.builder, &mut theirs.builder) {
                 (ColumnBuilder::Dense(a), ColumnBuilder::Dense(b)) => a.append(b),
                 (ColumnBuilder::Sparse(a), ColumnBuilder::Sparse(b)) => a.append(b, offset),
                 (ColumnBuilder::Ragged(a), ColumnBuilder::Ragged(b)) => a.append(b),
@@ -750,6 +777,7 @@ impl BatchBuilder {
             }
         }
         self.rows += other.rows;
+        other.rows = 0;
     }
 
     /// Finishes the batch, leaving the builder empty and ready for the next
@@ -936,6 +964,21 @@ mod tests {
         }
         b.discard_row();
         assert_eq!(b.finish().unwrap(), expected);
+    }
+
+    #[test]
+    fn append_from_leaves_a_reusable_empty_builder() {
+        let mut part = sample(2..5);
+        let mut first = sample(0..2);
+        first.append_from(&mut part);
+        assert_eq!(part.rows(), 0);
+        assert_eq!(first.finish().unwrap(), sample(0..5).finish().unwrap());
+        // The emptied part fills and joins again like a new one.
+        fill(&mut part, 3..6);
+        let mut again = sample(0..3);
+        again.append_from(&mut part);
+        assert_eq!(again.finish().unwrap(), sample(0..6).finish().unwrap());
+        assert_eq!(part.finish().unwrap(), empty().finish().unwrap());
     }
 
     #[test]
