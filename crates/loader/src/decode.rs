@@ -198,9 +198,13 @@ pub(crate) struct Ctx<'a> {
 /// Decodes `plan`'s parts of `ctx.work`, part 0 into `out` on this thread,
 /// the others on `pool`, and appends them to `out` in order. On error,
 /// the first error in row order.
+///
+/// `parts` holds a builder per extra thread, kept between batches: each is
+/// left empty (with its memory) when joined into `out`.
 pub(crate) fn decode_batch(
     pool: Option<&rayon::ThreadPool>,
     decoders: &mut [AnyDecoder],
+    parts: &mut Vec<BatchBuilder>,
     ctx: &Ctx<'_>,
     plan: &Plan,
     out: &mut BatchBuilder,
@@ -213,22 +217,20 @@ pub(crate) fn decode_batch(
         .expect("the loader has a decoder per thread");
     match pool {
         Some(pool) if n > 1 => {
-            type Done = Result<(BatchBuilder, Vec<PieceOut>, PartTiming)>;
+            while parts.len() < n - 1 {
+                parts.push(rest[parts.len()].new_batch(0));
+            }
+            type Done = Result<(Vec<PieceOut>, PartTiming)>;
             let mut done: Vec<Option<Done>> = (1..n).map(|_| None).collect();
             let part0 = pool.in_place_scope(|s| {
-                for ((decoder, part), slot) in
-                    rest.iter_mut().zip(&plan.parts[1..]).zip(done.iter_mut())
-                {
+                let work = rest
+                    .iter_mut()
+                    .zip(parts.iter_mut())
+                    .zip(&plan.parts[1..])
+                    .zip(done.iter_mut());
+                for (((decoder, b), part), slot) in work {
                     s.spawn(move |_| {
-                        let rows = part
-                            .iter()
-                            .map(|p| (p.rows.end - p.rows.start) as usize)
-                            .sum();
-                        let mut b = decoder.new_batch(rows);
-                        *slot = Some(
-                            guarded(|| decode_part(decoder, ctx, part, &mut b))
-                                .map(|(p, t)| (b, p, t)),
-                        );
+                        *slot = Some(guarded(|| decode_part(decoder, ctx, part, b)));
                     });
                 }
                 guarded(|| decode_part(first, ctx, &plan.parts[0], out))
@@ -236,14 +238,14 @@ pub(crate) fn decode_batch(
             let (pieces, timing) = part0?;
             result.pieces.extend(pieces);
             result.timings.push(timing);
-            for d in done {
-                let (b, pieces, timing) = d.unwrap_or_else(|| {
+            for (d, b) in done.into_iter().zip(parts.iter_mut()) {
+                let (pieces, timing) = d.unwrap_or_else(|| {
                     Err(Error::ThreadPanicked {
                         thread: "parse",
                         message: "a part was not decoded".into(),
                     })
                 })?;
-                out.append(b);
+                out.append_from(b);
                 result.pieces.extend(pieces);
                 result.timings.push(timing);
             }

@@ -418,6 +418,7 @@ impl LoaderBuilder {
             mirror: None,
             registered: HashSet::new(),
             spare: None,
+            parts: Vec::new(),
             acc: Acc::default(),
             finished: false,
             config: Arc::new(config),
@@ -499,6 +500,8 @@ pub struct Loader {
     mirror: Option<StreamCursor>,
     registered: HashSet<Arc<str>>,
     spare: Option<Batch>,
+    /// The builders of the parts beyond the first, kept between batches.
+    parts: Vec<grist_tensor::BatchBuilder>,
     acc: Acc,
     finished: bool,
 }
@@ -714,6 +717,8 @@ impl Loader {
         self.remaining = 0;
         self.ended = false;
         self.prelude_left = prelude;
+        // Parts left half-filled by an error are not reused.
+        self.parts.clear();
         self.mirror = match &state.resume {
             Resume::Stream { cursor, .. } => cursor.clone(),
             _ => None,
@@ -980,6 +985,7 @@ impl Loader {
         let mut done = decode_batch(
             self.pool.as_ref(),
             &mut self.decoders,
+            &mut self.parts,
             &ctx,
             &plan,
             &mut out,
@@ -1044,6 +1050,7 @@ impl Loader {
         let done = decode_batch(
             self.pool.as_ref(),
             &mut self.decoders,
+            &mut self.parts,
             &ctx,
             &plan,
             &mut out,
