@@ -2,7 +2,7 @@
 //! [`Write`]; [`DatasetWriter`] fills a folder of part files, each written
 //! beside its final name, fsynced and renamed when complete.
 
-use std::fs::File;
+use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -252,9 +252,17 @@ impl DatasetWriter {
             self.check_empty()?;
         }
         let dest = self.dir.join(self.naming.name(index));
-        let tmp = tempfile::Builder::new()
-            .prefix(&format!(".{}.", self.naming.name(index)))
-            .suffix(".tmp")
+        let prefix = format!(".{}.", self.naming.name(index));
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(&prefix).suffix(".tmp");
+        // A part gets the mode a plain `File::create` would give it (0666
+        // less the umask), not the temporary file's private 0600.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            builder.permissions(fs::Permissions::from_mode(0o666));
+        }
+        let tmp = builder
             .tempfile_in(&self.dir)
             .map_err(|e| io_error(&dest, e))?;
         let out = RecordWriter::named(

@@ -248,3 +248,24 @@ fn batches_round_trip_through_records() {
     let err = encode_batch(&batch, &[ragged]).unwrap_err();
     assert!(err.to_string().contains("\"s\""), "{err}");
 }
+
+/// Parts get the mode a plain `File::create` gives in the same folder
+/// (they were left with the temporary file's private 0600).
+#[cfg(unix)]
+#[test]
+fn parts_get_the_mode_of_a_created_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = DatasetWriter::create(dir.path())
+        .unwrap()
+        .with_naming(PartNaming::default());
+    w.write_record(b"").unwrap();
+    let summary = w.finish().unwrap();
+    let ds = Dataset::open(dir.path(), summary.parts, &PartNaming::default()).unwrap();
+    let plain = dir.path().join("plain");
+    fs::File::create(&plain).unwrap();
+    let mode = |p: &std::path::Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    for part in ds.parts() {
+        assert_eq!(mode(&part.path), mode(&plain), "{}", part.path.display());
+    }
+}
