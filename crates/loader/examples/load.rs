@@ -38,5 +38,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         s.decode.as_secs_f64(),
         s.read.as_secs_f64()
     );
+    if std::env::var_os("GRIST_LOAD_MODEL").is_some() {
+        println!("threads used {:?}; model {:?}", s.threads_used, s.model);
+    }
     Ok(())
 }

@@ -171,3 +171,17 @@ fn dropping_a_loader_midway_stops_its_threads() {
         drop(loader); // joins the prefetch thread; a hang fails the test run
     }
 }
+
+#[test]
+fn a_loader_can_move_to_another_thread() {
+    fn send<T: Send>(t: T) -> T {
+        t
+    }
+    let fx = Fixture::standard(Kind::Avro);
+    let mut loader = send(fx.builder().build().unwrap());
+    let handle = std::thread::spawn(move || match loader.next_batch() {
+        Some(Ok(b)) => b.rows(),
+        other => panic!("{other:?}"),
+    });
+    assert_eq!(handle.join().unwrap(), 16);
+}
