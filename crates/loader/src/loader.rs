@@ -1016,7 +1016,7 @@ impl Loader {
         }
         self.buffer.retain(|b| b.remaining > 0);
         self.remaining -= n;
-        let batch = self.finish(out, first, started, &plan, &done)?;
+        let batch = self.finish(out, first, started, &done)?;
         Ok(batch)
     }
 
@@ -1055,7 +1055,7 @@ impl Loader {
             &plan,
             &mut out,
         )?;
-        self.finish(out, first, started, &plan, &done)
+        self.finish(out, first, started, &done)
     }
 
     /// Finishes a decoded batch and counts it.
@@ -1064,7 +1064,6 @@ impl Loader {
         mut out: grist_tensor::BatchBuilder,
         first: (Arc<str>, u64),
         started: Instant,
-        plan: &Plan,
         done: &crate::decode::BatchOut,
     ) -> Result<Batch> {
         let batch = out.finish().map_err(|source| Error::Batch {
@@ -1080,7 +1079,6 @@ impl Loader {
         }
         self.acc.threads_used[threads - 1] += 1;
         self.acc.last_threads = threads;
-        let _ = plan;
         self.acc.decode += started.elapsed();
         self.acc.records += batch.rows() as u64;
         self.acc.batches += 1;
