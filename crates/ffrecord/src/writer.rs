@@ -2,12 +2,13 @@
 //! `FileWriter`, written atomically (beside the target, fsync, rename).
 
 use std::fmt;
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufWriter, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+
+use grist_tensor::atomic::AtomicTarget;
 
 use crate::error::{Error, Result};
 use crate::header::{PREFIX_LEN, crc32, encode_header, header_len};
@@ -123,14 +124,15 @@ impl FfrWriter {
                             format!("{n} samples need a header longer than a file can be"),
                         ))
                     })?;
-                let (mut file, target) = AtomicTarget::create(path, "tmp").map_err(io_err)?;
+                let (mut file, target) = AtomicTarget::create(path).map_err(io_err)?;
                 file.seek(SeekFrom::Start(len)).map_err(io_err)?;
                 (file, target, None)
             }
             None => {
-                let (file, target) = AtomicTarget::create(path, "tmp").map_err(io_err)?;
+                let (file, target) = AtomicTarget::create(path).map_err(io_err)?;
                 drop(file);
-                let (spool_file, spool) = AtomicTarget::create(path, "spool").map_err(io_err)?;
+                let (spool_file, spool) =
+                    AtomicTarget::create_tagged(path, "spool").map_err(io_err)?;
                 (spool_file, target, Some(spool))
             }
         };
@@ -236,9 +238,9 @@ impl FfrWriter {
             }
             Some(spool) => {
                 drop(written);
-                let mut dest = &target.file;
+                let mut dest = target.file();
                 dest.write_all(&header).map_err(io_err)?;
-                let mut from = File::open(&spool.tmp).map_err(io_err)?;
+                let mut from = File::open(spool.tmp()).map_err(io_err)?;
                 let copied = io::copy(&mut from, &mut dest).map_err(io_err)?;
                 if copied != self.written {
                     return Err(io_err(io::Error::new(
@@ -271,90 +273,4 @@ impl fmt::Debug for FfrWriter {
 
 fn earlier_failure() -> io::Error {
     io::Error::other("an earlier write to this FFRecord writer failed")
-}
-
-/// A temporary sibling of `dest`, removed on drop unless committed.
-struct AtomicTarget {
-    /// A handle on the temporary file, for fsync.
-    file: File,
-    tmp: PathBuf,
-    dest: PathBuf,
-    committed: bool,
-}
-
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-impl AtomicTarget {
-    /// Creates `.<name>.<what>-<pid>-<n>` beside `dest`.
-    fn create(dest: &Path, what: &str) -> io::Result<(File, AtomicTarget)> {
-        let file_name = dest.file_name().ok_or_else(|| {
-            io::Error::new(io::ErrorKind::InvalidInput, "the path has no file name")
-        })?;
-        let mut tmp_name = std::ffi::OsString::from(".");
-        tmp_name.push(file_name);
-        tmp_name.push(format!(
-            ".{what}-{}-{}",
-            std::process::id(),
-            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let tmp = dest.with_file_name(tmp_name);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        let handle = match file.try_clone() {
-            Ok(h) => h,
-            Err(e) => {
-                let _ = fs::remove_file(&tmp);
-                return Err(e);
-            }
-        };
-        Ok((
-            file,
-            AtomicTarget {
-                file: handle,
-                tmp,
-                dest: dest.to_path_buf(),
-                committed: false,
-            },
-        ))
-    }
-
-    /// Makes the bytes written to the temporary file durable.
-    fn sync(&self) -> io::Result<()> {
-        self.file.sync_all()
-    }
-
-    /// Renames the temporary file to its final name and syncs the
-    /// directory (best effort: not every file system can).
-    fn commit(mut self) -> io::Result<()> {
-        fs::rename(&self.tmp, &self.dest)?;
-        self.committed = true;
-        let dir = match self.dest.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    }
-}
-
-impl Drop for AtomicTarget {
-    fn drop(&mut self) {
-        if !self.committed {
-            let _ = fs::remove_file(&self.tmp);
-        }
-    }
-}
-
-impl fmt::Debug for AtomicTarget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AtomicTarget")
-            .field("tmp", &self.tmp)
-            .field("dest", &self.dest)
-            .finish()
-    }
 }

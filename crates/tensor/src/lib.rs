@@ -33,6 +33,7 @@
 #![deny(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+pub mod atomic;
 mod builder;
 mod dtype;
 mod error;

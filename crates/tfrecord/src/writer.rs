@@ -2,11 +2,12 @@
 //! `TFRecordWriter`, written atomically (beside the target, fsync, rename).
 
 use std::fmt;
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+
+use grist_tensor::atomic::AtomicTarget;
 
 use crate::compression::{CompressedWriter, Compression};
 use crate::error::{Error, Result};
@@ -272,16 +273,16 @@ impl<W: Write> RecordWriter<W> {
                 Some(IndexSink { out, target }) => {
                     let file = out
                         .into_inner()
-                        .map_err(|e| path_error(&target.dest, e.into_error()))?;
+                        .map_err(|e| path_error(target.dest(), e.into_error()))?;
                     drop(file);
-                    target.sync().map_err(|e| path_error(&target.dest, e))?;
+                    target.sync().map_err(|e| path_error(target.dest(), e))?;
                     Some(target)
                 }
                 None => None,
             };
             target.commit().map_err(io_err)?;
             if let Some(target) = index {
-                let dest = target.dest.clone();
+                let dest = target.dest().to_path_buf();
                 target.commit().map_err(|e| path_error(&dest, e))?;
             }
         }
@@ -309,86 +310,4 @@ fn path_error(path: &Path, source: io::Error) -> Error {
 
 fn earlier_failure() -> io::Error {
     io::Error::other("an earlier write to this TFRecord writer failed")
-}
-
-/// A temporary sibling of `dest`, removed on drop unless committed.
-pub(crate) struct AtomicTarget {
-    /// A handle on the temporary file, for fsync.
-    file: File,
-    tmp: PathBuf,
-    dest: PathBuf,
-    committed: bool,
-}
-
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-impl AtomicTarget {
-    /// Creates `.<name>.tmp-<pid>-<n>` beside `dest`.
-    pub(crate) fn create(dest: &Path) -> io::Result<(File, AtomicTarget)> {
-        let file_name = dest.file_name().ok_or_else(|| {
-            io::Error::new(io::ErrorKind::InvalidInput, "the path has no file name")
-        })?;
-        let mut tmp_name = std::ffi::OsString::from(".");
-        tmp_name.push(file_name);
-        tmp_name.push(format!(
-            ".tmp-{}-{}",
-            std::process::id(),
-            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let tmp = dest.with_file_name(tmp_name);
-        let file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-        let handle = match file.try_clone() {
-            Ok(h) => h,
-            Err(e) => {
-                let _ = fs::remove_file(&tmp);
-                return Err(e);
-            }
-        };
-        Ok((
-            file,
-            AtomicTarget {
-                file: handle,
-                tmp,
-                dest: dest.to_path_buf(),
-                committed: false,
-            },
-        ))
-    }
-
-    /// Makes the bytes written to the temporary file durable.
-    pub(crate) fn sync(&self) -> io::Result<()> {
-        self.file.sync_all()
-    }
-
-    /// Renames the temporary file to its final name and syncs the
-    /// directory (best effort: not every file system can).
-    pub(crate) fn commit(mut self) -> io::Result<()> {
-        fs::rename(&self.tmp, &self.dest)?;
-        self.committed = true;
-        let dir = match self.dest.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    }
-}
-
-impl Drop for AtomicTarget {
-    fn drop(&mut self) {
-        if !self.committed {
-            let _ = fs::remove_file(&self.tmp);
-        }
-    }
-}
-
-impl fmt::Debug for AtomicTarget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AtomicTarget")
-            .field("tmp", &self.tmp)
-            .field("dest", &self.dest)
-            .finish()
-    }
 }
