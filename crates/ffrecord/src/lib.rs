@@ -55,11 +55,11 @@
 //! | [`FfrWriter`] | writes files, atomically, byte-identical to the original |
 //! | [`HeaderDecoder`] | the sans-I/O header parser under the reader |
 //!
-//! The crate has no Cargo features. Its only `unsafe` is the memory map
-//! behind [`Access::mmap`], an `unsafe fn` whose caller promises the files
-//! do not change while they are mapped.
+//! The crate has no Cargo features and no `unsafe` of its own: the memory
+//! map behind [`Access::mmap`] (an `unsafe fn` whose caller promises the
+//! files do not change while they are mapped) is `grist_tensor::Access`'s.
 #![deny(missing_docs, unreachable_pub)]
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 mod decoder;
 mod error;

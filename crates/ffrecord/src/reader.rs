@@ -16,49 +16,11 @@ use crate::header::{FileHeader, HeaderDecoder, PREFIX_LEN, crc32, encode_header}
 use crate::pool::BufferPool;
 use crate::source::FfrSource;
 
-/// How sample bytes are fetched from the files.
-///
-/// By default ([`Access::pread`]) every read is a positioned read
-/// (`pread`) into a buffer grist owns: safe whatever happens to the file.
-/// [`Access::mmap`] maps each file into memory instead and hands out
-/// samples as slices of the map, without copying: faster, but only sound
-/// while nobody changes the files, which the caller must promise.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Access(AccessKind);
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-enum AccessKind {
-    #[default]
-    Pread,
-    Mmap,
-}
-
-impl Access {
-    /// Positioned reads (`pread`) into owned buffers. The default.
-    pub fn pread() -> Self {
-        Access(AccessKind::Pread)
-    }
-
-    /// Memory-maps every file; samples are slices of the maps (no copy).
-    ///
-    /// # Safety
-    ///
-    /// The caller promises that no file of the dataset is modified or
-    /// truncated, by this process or any other, while the reader or any
-    /// sample or chunk it returned is alive. A file that shrinks under a
-    /// map makes reading its bytes fault (the process is killed with
-    /// `SIGBUS`); a file written to changes bytes that were already
-    /// returned, and checked, under the caller's feet.
-    #[allow(unsafe_code)]
-    pub unsafe fn mmap() -> Self {
-        Access(AccessKind::Mmap)
-    }
-
-    /// True for the memory-mapped mode.
-    pub fn is_mmap(self) -> bool {
-        self.0 == AccessKind::Mmap
-    }
-}
+/// How sample bytes are fetched from the files: positioned reads (`pread`)
+/// into buffers the reader owns by default ([`Access::read`]), or slices of
+/// a memory map behind the `unsafe` opt-in [`Access::mmap`], whose caller
+/// promises that the files do not change.
+pub use grist_tensor::Access;
 
 /// Options of [`FfrReader`].
 ///
@@ -80,7 +42,7 @@ impl Default for ReaderOptions {
         ReaderOptions {
             check_data: true,
             limits: Limits::default(),
-            access: Access::pread(),
+            access: Access::read(),
             coalesce_gap: 4096,
         }
     }
@@ -105,7 +67,8 @@ impl ReaderOptions {
         self
     }
 
-    /// How sample bytes are fetched. By default, [`Access::pread`].
+    /// How sample bytes are fetched. By default, [`Access::read`]
+    /// (positioned reads).
     pub fn with_access(mut self, access: Access) -> Self {
         self.access = access;
         self
@@ -313,17 +276,11 @@ impl FfrReader {
                 return Err(Error::NotAFile { file: name });
             }
             let size = meta.len();
-            if options.access.is_mmap() {
-                // An empty file cannot be mapped everywhere; it is too short
-                // for a header anyway.
-                let bytes = if size == 0 {
-                    Bytes::new()
-                } else {
-                    map_file(&file).map_err(io_error(&name))?
-                };
-                builder.add_bytes(name, Some(path.to_path_buf()), bytes)?;
-            } else {
-                builder.add_file(name, path.to_path_buf(), file, size)?;
+            // Mapped (an empty file maps to no bytes: too short for a
+            // header anyway), or read by positioned reads.
+            match options.access.map(&file).map_err(io_error(&name))? {
+                Some(bytes) => builder.add_bytes(name, Some(path.to_path_buf()), bytes)?,
+                None => builder.add_file(name, path.to_path_buf(), file, size)?,
             }
         }
         Ok(builder.finish())
@@ -676,18 +633,6 @@ struct Run {
     buf_start: u64,
     first: usize,
     last: usize,
-}
-
-/// Maps `file` into memory.
-fn map_file(file: &File) -> io::Result<Bytes> {
-    #[allow(unsafe_code)]
-    // SAFETY: only reached for `Access::mmap()`, an `unsafe fn` whose
-    // caller promised that the file is neither modified nor truncated
-    // while the reader, or any sample or chunk sliced from this map, is
-    // alive. Every slice taken from the map is within the length the map
-    // was created with (offsets are validated against it).
-    let map = unsafe { memmap2::Mmap::map(file)? };
-    Ok(Bytes::from_owner(map))
 }
 
 /// Collects the files of a reader as they are opened.

@@ -68,6 +68,26 @@ pub(crate) struct Framed {
     file: File,
     /// Offset and total length of each record's frame.
     entries: Vec<(u64, u64)>,
+    /// The whole file, memory-mapped ([`grist_tensor::Access::mmap`]):
+    /// frames are sliced from it instead of read.
+    mapped: Option<Bytes>,
+}
+
+impl Framed {
+    fn new(
+        read: &ReadOptions,
+        name: Arc<str>,
+        file: File,
+        entries: Vec<(u64, u64)>,
+    ) -> Result<Self> {
+        let mapped = read.access.map(&file).map_err(|e| Error::io(&name, e))?;
+        Ok(Framed {
+            name,
+            file,
+            entries,
+            mapped,
+        })
+    }
 }
 
 /// How far apart two wanted frames may be and still be read in one go.
@@ -99,11 +119,7 @@ impl Gather {
                             .collect();
                         let file =
                             File::open(&input.path).map_err(|e| Error::io(&input.name, e))?;
-                        Ok(Framed {
-                            name: input.name.clone(),
-                            file,
-                            entries,
-                        })
+                        Framed::new(read, input.name.clone(), file, entries)
                     })
                     .collect::<Result<_>>()?;
                 Ok(Gather::Framed {
@@ -199,6 +215,9 @@ fn read_framed(
             })?;
         frames.push((f, offset, len));
     }
+    if files.iter().all(|f| f.mapped.is_some()) {
+        return slice_framed(tfrecord, read, files, wants, &frames);
+    }
     let mut order: Vec<usize> = (0..frames.len()).collect();
     order.sort_unstable_by_key(|&i| (frames[i].0, frames[i].1));
     let mut runs: Vec<Run> = Vec::new();
@@ -266,61 +285,115 @@ fn read_framed(
     let mut records = Vec::with_capacity(wants.len());
     for (i, &(f, r)) in wants.iter().enumerate() {
         let (_, offset, len) = frames[i];
-        let file = &files[f];
         let frame = buf.slice(at[i] as usize..(at[i] + len) as usize);
-        let payload = if tfrecord {
-            let mut dec =
-                grist_tfrecord::FrameDecoder::with_options(file.name.clone(), &read.tfrecord())
-                    .with_position(r, offset);
-            match dec.decode(&frame)? {
-                grist_tfrecord::Decoded::Frame(fr) if fr.len == frame.len() => {
-                    frame.slice(fr.payload)
-                }
-                other => {
-                    return Err(Error::BadIndex {
-                        file: file.name.clone(),
-                        record: r,
-                        reason: format!(
-                            "the index says the frame at {offset} is {len} bytes, the file's frame {}",
-                            match other {
-                                grist_tfrecord::Decoded::Frame(fr) =>
-                                    format!("is {} bytes", fr.len),
-                                grist_tfrecord::Decoded::Incomplete { needed } =>
-                                    format!("needs {needed} bytes"),
-                            }
-                        ),
-                    });
-                }
-            }
-        } else {
-            let mut dec =
-                grist_ofrecord::FrameDecoder::with_options(file.name.clone(), &read.ofrecord())
-                    .with_position(r, offset);
-            match dec.decode(&frame)? {
-                grist_ofrecord::Decoded::Frame(fr) if fr.len == frame.len() => {
-                    frame.slice(fr.payload)
-                }
-                _ => {
-                    return Err(Error::BadIndex {
-                        file: file.name.clone(),
-                        record: r,
-                        reason: format!(
-                            "the file changed since its index was built (frame at {offset})"
-                        ),
-                    });
-                }
-            }
-        };
         records.push(Record {
             input: f,
             record: r,
             global: 0,
-            payload,
+            payload: payload(tfrecord, read, &files[f], r, offset, frame)?,
         });
     }
     Ok(Gathered {
         records,
         bytes: total,
+    })
+}
+
+/// [`read_framed`] from memory-mapped files: each frame is a slice of its
+/// file's map (`frames`: file, offset, length of each wanted record).
+fn slice_framed(
+    tfrecord: bool,
+    read: &ReadOptions,
+    files: &[Framed],
+    wants: &[(usize, u64)],
+    frames: &[(usize, u64, u64)],
+) -> Result<Gathered> {
+    let mut records = Vec::with_capacity(wants.len());
+    let mut bytes = 0;
+    for (&(f, r), &(_, offset, len)) in wants.iter().zip(frames) {
+        let file = &files[f];
+        let map = file.mapped.as_ref().map_or(&[][..], |m| &m[..]);
+        let range = usize::try_from(offset)
+            .ok()
+            .zip(usize::try_from(offset.saturating_add(len)).ok())
+            .filter(|&(_, end)| end <= map.len());
+        let Some((start, end)) = range else {
+            return Err(Error::Read {
+                file: file.name.clone(),
+                record: r,
+                source: io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "the index says the frame at {offset} is {len} bytes; the file has {}",
+                        map.len()
+                    ),
+                ),
+            });
+        };
+        let frame = file
+            .mapped
+            .as_ref()
+            .map(|m| m.slice(start..end))
+            .unwrap_or_default();
+        bytes += len;
+        records.push(Record {
+            input: f,
+            record: r,
+            global: 0,
+            payload: payload(tfrecord, read, file, r, offset, frame)?,
+        });
+    }
+    Ok(Gathered { records, bytes })
+}
+
+/// The payload of record `r`, whose whole frame (`offset` in `file`) is
+/// `frame`, checked (TFRecord: its CRCs when asked) against the index.
+fn payload(
+    tfrecord: bool,
+    read: &ReadOptions,
+    file: &Framed,
+    r: u64,
+    offset: u64,
+    frame: Bytes,
+) -> Result<Bytes> {
+    let len = frame.len();
+    Ok(if tfrecord {
+        let mut dec =
+            grist_tfrecord::FrameDecoder::with_options(file.name.clone(), &read.tfrecord())
+                .with_position(r, offset);
+        match dec.decode(&frame)? {
+            grist_tfrecord::Decoded::Frame(fr) if fr.len == frame.len() => frame.slice(fr.payload),
+            other => {
+                return Err(Error::BadIndex {
+                    file: file.name.clone(),
+                    record: r,
+                    reason: format!(
+                        "the index says the frame at {offset} is {len} bytes, the file's frame {}",
+                        match other {
+                            grist_tfrecord::Decoded::Frame(fr) => format!("is {} bytes", fr.len),
+                            grist_tfrecord::Decoded::Incomplete { needed } =>
+                                format!("needs {needed} bytes"),
+                        }
+                    ),
+                });
+            }
+        }
+    } else {
+        let mut dec =
+            grist_ofrecord::FrameDecoder::with_options(file.name.clone(), &read.ofrecord())
+                .with_position(r, offset);
+        match dec.decode(&frame)? {
+            grist_ofrecord::Decoded::Frame(fr) if fr.len == frame.len() => frame.slice(fr.payload),
+            _ => {
+                return Err(Error::BadIndex {
+                    file: file.name.clone(),
+                    record: r,
+                    reason: format!(
+                        "the file changed since its index was built (frame at {offset})"
+                    ),
+                });
+            }
+        }
     })
 }
 
@@ -366,12 +439,7 @@ fn scan_ofrecord(read: &ReadOptions, input: &Input) -> Result<Framed> {
             source,
         })?;
     }
-    let file = reader.into_inner();
-    Ok(Framed {
-        name,
-        file,
-        entries,
-    })
+    Framed::new(read, name, reader.into_inner(), entries)
 }
 
 /// Reads into `buf` until it is full or the input ends.

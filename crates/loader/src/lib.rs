@@ -93,6 +93,8 @@ mod stream;
 
 pub use error::{Error, Result};
 pub use files::Format;
+/// How file bytes are fetched (see [`LoaderBuilder::with_access`]).
+pub use grist_tensor::Access;
 pub use loader::{Loader, LoaderBuilder};
 pub use options::{Epochs, FfrPayload, RandomAccess, ShardMode, Threads};
 pub use state::LoaderState;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use grist_avro_tensor::Codec;
-use grist_tensor::{Batch, Chunk, FeatureSpec, Limits, RecordLayout, SpecFile};
+use grist_tensor::{Access, Batch, Chunk, FeatureSpec, Limits, RecordLayout, SpecFile};
 
 use crate::autotune::{self, Calibrator, CostModel, Plan, WorkItem};
 use crate::decode::{AnyDecoder, Ctx, Source, Work, decode_batch};
@@ -49,6 +49,7 @@ pub struct LoaderBuilder {
     limits: Limits,
     check_crc: bool,
     random_access: RandomAccess,
+    access: Access,
     ffr_payload: FfrPayload,
 }
 
@@ -77,6 +78,7 @@ impl Default for LoaderBuilder {
             limits: Limits::default(),
             check_crc: true,
             random_access: RandomAccess::default(),
+            access: Access::default(),
             ffr_payload: FfrPayload::default(),
         }
     }
@@ -261,6 +263,21 @@ impl LoaderBuilder {
         self
     }
 
+    /// How file bytes are fetched: by read calls into the loader's own
+    /// buffers (the default, [`Access::read`]), or as slices of memory maps
+    /// ([`Access::mmap`], an `unsafe fn` whose caller promises that the
+    /// files do not change while the loader or its batches are alive).
+    ///
+    /// Mapping saves the copy out of the page cache, which is most of what
+    /// the prefetch thread costs, and leaves the cores to the parse
+    /// threads. It applies to FFRecord files, Avro files, uncompressed
+    /// TFRecord files and OFRecord parts; compressed TFRecord files are
+    /// always read.
+    pub fn with_access(mut self, access: Access) -> Self {
+        self.access = access;
+        self
+    }
+
     /// What FFRecord samples hold. By default, [`FfrPayload::Example`].
     pub fn with_ffrecord_payload(mut self, payload: FfrPayload) -> Self {
         self.ffr_payload = payload;
@@ -305,6 +322,8 @@ impl LoaderBuilder {
             chunk_bytes: self.chunk_bytes,
             limits: self.limits,
             check_crc: self.check_crc,
+            access: self.access,
+            maps: Default::default(),
         };
         let indexed = match (format, self.random_access) {
             (Format::Ffrecord, _) => true,

@@ -1,6 +1,13 @@
 //! The loader's options and their resolved form.
 
-use grist_tensor::Limits;
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use grist_tensor::{Access, Limits};
 
 use crate::files::{Format, Input};
 use crate::rng::{self, Purpose};
@@ -88,6 +95,46 @@ pub(crate) struct ReadOptions {
     pub(crate) chunk_bytes: usize,
     pub(crate) limits: Limits,
     pub(crate) check_crc: bool,
+    /// Read calls or memory maps.
+    pub(crate) access: Access,
+    /// The memory maps of the stream files, kept from epoch to epoch.
+    pub(crate) maps: Arc<Maps>,
+}
+
+/// The memory maps of the last [`Maps::KEEP`] files mapped, so that a file
+/// read again (the next epoch) is not mapped, faulted in page by page and
+/// unmapped once more: with the page cache warm, that costs about as
+/// much as copying the bytes.
+#[derive(Debug, Default)]
+pub(crate) struct Maps(Mutex<VecDeque<(PathBuf, Bytes)>>);
+
+impl Maps {
+    /// How many maps are kept (each is one mapping of the process; the
+    /// kernel allows tens of thousands).
+    const KEEP: usize = 256;
+
+    /// The whole of `file` (at `path`) as bytes when `access` maps,
+    /// `None` when it reads.
+    pub(crate) fn map(
+        &self,
+        access: Access,
+        path: &Path,
+        file: &File,
+    ) -> io::Result<Option<Bytes>> {
+        if !access.is_mmap() {
+            return Ok(None);
+        }
+        let mut maps = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, map)) = maps.iter().find(|(p, _)| p == path) {
+            return Ok(Some(map.clone()));
+        }
+        let map = access.map(file)?.unwrap_or_default();
+        if maps.len() == Self::KEEP {
+            maps.pop_front();
+        }
+        maps.push_back((path.to_path_buf(), map.clone()));
+        Ok(Some(map))
+    }
 }
 
 impl ReadOptions {
@@ -105,6 +152,7 @@ impl ReadOptions {
         grist_ffrecord::ReaderOptions::default()
             .with_check_data(self.check_crc)
             .with_limits(self.limits)
+            .with_access(self.access)
     }
 }
 

@@ -97,23 +97,57 @@ impl<R: Read> Read for Counting<R> {
 /// buffer that is reused (zeroed only when it grows), so that reading
 /// costs no fresh memory. Chunks get a copy of their bytes of their own,
 /// so no chunk kept for long (shuffling) holds on to a read buffer.
+///
+/// Or, with [`grist_tensor::Access::mmap`], the rest of the file as a memory map: then
+/// there is nothing to read, and chunks are slices of the map.
 #[derive(Debug, Default)]
 struct Window {
     /// Always fully initialized; `start..end` holds the bytes.
     buf: Vec<u8>,
     start: usize,
     end: usize,
+    /// The mapped file from the chunker's start (then `buf` is unused and
+    /// `start` indexes this).
+    mapped: Option<Bytes>,
 }
 
 impl Window {
+    /// The window of `file` read from byte `start` on: an empty read
+    /// buffer (`file` is then positioned at `start`), or the mapped file
+    /// from `start` (nothing when `start` is past its end: reading it
+    /// would give nothing either).
+    fn open(options: &ReadOptions, input: &Input, file: &mut File, start: u64) -> io::Result<Self> {
+        match options.maps.map(options.access, &input.path, file)? {
+            Some(map) => {
+                let from = usize::try_from(start).map_or(map.len(), |s| s.min(map.len()));
+                Ok(Window {
+                    mapped: Some(map.slice(from..)),
+                    ..Window::default()
+                })
+            }
+            None => {
+                file.seek(SeekFrom::Start(start))?;
+                Ok(Window::default())
+            }
+        }
+    }
+
     fn data(&self) -> &[u8] {
-        &self.buf[self.start..self.end]
+        match &self.mapped {
+            Some(map) => &map[self.start..],
+            None => &self.buf[self.start..self.end],
+        }
     }
 
     /// Reads up to `block` more bytes (fewer at the end of the input,
     /// setting `eof`): the buffer grows by what is asked of the input in
-    /// one step, never by a length read from the data.
+    /// one step, never by a length read from the data. A mapped window
+    /// holds all there is: `eof` at once.
     fn fill(&mut self, input: &mut impl Read, block: usize, eof: &mut bool) -> io::Result<()> {
+        if self.mapped.is_some() {
+            *eof = true;
+            return Ok(());
+        }
         if self.buf.len() - self.end < block {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
@@ -140,7 +174,10 @@ impl Window {
     /// The first `n` bytes, copied into a buffer of their own, and
     /// consumed.
     fn take(&mut self, n: usize) -> Bytes {
-        let bytes = Bytes::copy_from_slice(&self.buf[self.start..self.start + n]);
+        let bytes = match &self.mapped {
+            Some(map) => map.slice(self.start..self.start + n),
+            None => Bytes::copy_from_slice(&self.buf[self.start..self.start + n]),
+        };
         self.start += n;
         bytes
     }
@@ -198,10 +235,12 @@ impl TfChunker {
         let mut file = File::open(&input.path).map_err(|e| Error::io(&name, e))?;
         let compression = tf.compression_for(&input.path);
         let compressed = compression != Compression::None;
-        if !compressed && pos.offset > 0 {
-            file.seek(SeekFrom::Start(pos.offset))
-                .map_err(|e| Error::io(&name, e))?;
-        }
+        // Compressed files are read (and inflated) from their start.
+        let window = if compressed {
+            Window::default()
+        } else {
+            Window::open(options, input, &mut file, pos.offset).map_err(|e| Error::io(&name, e))?
+        };
         let mut reader = compression.reader(Counting {
             inner: file,
             count: 0,
@@ -241,7 +280,7 @@ impl TfChunker {
             name,
             input: reader,
             compressed,
-            window: Window::default(),
+            window,
             eof: false,
             chunk_bytes: options.chunk_bytes,
             read_size: options.chunk_bytes.clamp(64 << 10, 16 << 20),
@@ -373,8 +412,8 @@ impl AvroChunker {
             header_len
         };
         let mut file = reader.into_inner();
-        file.seek(SeekFrom::Start(start))
-            .map_err(|e| Error::io(&name, e))?;
+        let window =
+            Window::open(options, input, &mut file, start).map_err(|e| Error::io(&name, e))?;
         Ok(AvroChunker {
             blocks: BlockDecoder::new(name.clone(), header.sync)
                 .with_limits(options.limits)
@@ -382,7 +421,7 @@ impl AvroChunker {
             name,
             file,
             header: Arc::new(header),
-            window: Window::default(),
+            window,
             eof: false,
             record: pos.record,
             read_size: options.chunk_bytes.clamp(64 << 10, 16 << 20),
@@ -475,17 +514,15 @@ impl OfChunker {
         let name = input.name.clone();
         let mut file = File::open(&input.path).map_err(|e| Error::io(&name, e))?;
         let size = file.metadata().map_err(|e| Error::io(&name, e))?.len();
-        if pos.offset > 0 {
-            file.seek(SeekFrom::Start(pos.offset))
-                .map_err(|e| Error::io(&name, e))?;
-        }
+        let window =
+            Window::open(options, input, &mut file, pos.offset).map_err(|e| Error::io(&name, e))?;
         Ok(OfChunker {
             frames: grist_ofrecord::FrameDecoder::with_options(name.clone(), &options.ofrecord())
                 .with_remaining(size)
                 .with_position(pos.record, pos.offset),
             name,
             file,
-            window: Window::default(),
+            window,
             eof: false,
             chunk_bytes: options.chunk_bytes,
             read_size: options.chunk_bytes.clamp(64 << 10, 16 << 20),

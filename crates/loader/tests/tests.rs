@@ -7,6 +7,7 @@ mod autotune;
 mod determinism;
 mod epochs;
 mod errors;
+mod mmap;
 mod prefetch;
 mod resume;
 mod shuffle;

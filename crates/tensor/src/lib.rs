@@ -31,8 +31,10 @@
 //! |---|---|---|
 //! | `ndarray` | off | `DenseTensor::to_ndarray` |
 #![deny(missing_docs, unreachable_pub)]
-#![forbid(unsafe_code)]
+// One module maps files (`Access::map`); nothing else is `unsafe`.
+#![deny(unsafe_code)]
 
+mod access;
 pub mod atomic;
 mod builder;
 mod dtype;
@@ -47,6 +49,7 @@ pub mod synth;
 mod tensor;
 pub mod varint;
 
+pub use access::Access;
 pub use builder::{
     BatchBuilder, BuilderColumn, ColumnBuilder, DenseBuilder, PaddedBuilder, PartitionBuffer,
     PartitionKind, RaggedBuilder, SparseBuilder,
