@@ -313,7 +313,7 @@ impl AvroDecoder {
     /// Decodes one record.
     fn record(&mut self, r: &mut Reader<'_>, plan: &Plan, out: &mut BatchBuilder) -> Hot<()> {
         let schema = &*plan.schema;
-        let row = out.rows() as i64;
+        let row = out.next_row() as i64;
         let columns = out.columns_mut();
         for step in &plan.steps {
             let (col, nullable, fp) = match step {

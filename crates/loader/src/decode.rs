@@ -220,6 +220,16 @@ pub(crate) fn decode_batch(
             while parts.len() < n - 1 {
                 parts.push(rest[parts.len()].new_batch(0));
             }
+            // Each part writes its rows' batch numbers into its sparse
+            // indices, so joining it is a plain copy.
+            let mut base = out.rows();
+            for (part, pieces) in parts.iter_mut().zip(&plan.parts) {
+                base += pieces
+                    .iter()
+                    .map(|p| (p.rows.end - p.rows.start) as usize)
+                    .sum::<usize>();
+                part.set_row_base(base);
+            }
             type Done = Result<(Vec<PieceOut>, PartTiming)>;
             let mut done: Vec<Option<Done>> = (1..n).map(|_| None).collect();
             let part0 = pool.in_place_scope(|s| {
@@ -322,8 +332,9 @@ fn decode_part(
                         let at =
                             grist_avro_tensor::Location::block(chunk.file.clone(), chunk.index);
                         let hint = chunk.data.len().saturating_mul(4);
-                        let data =
-                            Bytes::from(codec.decompress(&chunk.data, hint, ctx.limits, &at)?);
+                        // Into a pooled buffer, back to its pool when the
+                        // last row of the block has been decoded.
+                        let data = codec.decompress_bytes(&chunk.data, hint, ctx.limits, &at)?;
                         timing.inflate_bytes += chunk.data.len() as u64;
                         let inflated = Chunk {
                             data: data.clone(),

@@ -287,7 +287,7 @@ impl OfRecordDecoder {
             rec,
             generation: self.generation,
             slots: &self.slots,
-            index: out.rows() as i64,
+            index: out.next_row() as i64,
         };
         for (c, (col, builder)) in self.plan.columns.iter().zip(out.columns_mut()).enumerate() {
             if let Err(p) = fill(col, &mut builder.builder, &row, &mut self.scratch) {

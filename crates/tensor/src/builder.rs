@@ -131,14 +131,23 @@ impl SparseBuilder {
         self.shape.clone_from(&self.row_start_shape);
     }
 
-    fn append(&mut self, other: &mut SparseBuilder, row_offset: usize) {
+    fn append(&mut self, other: &mut SparseBuilder, row_offset: i64) {
         let rank = self.rank();
-        // One bulk copy, then the batch rows moved on in place.
-        let start = self.indices.len();
-        self.indices.extend_from_slice(&other.indices);
-        if row_offset != 0 {
+        if row_offset == 0 {
+            // The part was decoded with its batch rows: one bulk copy.
+            self.indices.extend_from_slice(&other.indices);
+        } else if rank == 2 {
+            // (row, index) pairs, moved on as they are copied.
+            self.indices.reserve(other.indices.len());
+            for pair in other.indices.chunks_exact(2) {
+                self.indices.extend([pair[0] + row_offset, pair[1]]);
+            }
+        } else {
+            // One bulk copy, then the batch rows moved on in place.
+            let start = self.indices.len();
+            self.indices.extend_from_slice(&other.indices);
             for tuple in self.indices[start..].chunks_exact_mut(rank) {
-                tuple[0] += row_offset as i64;
+                tuple[0] += row_offset;
             }
         }
         self.values.extend_from(&other.values);
@@ -612,6 +621,9 @@ pub struct BuilderColumn {
 #[derive(Clone, Debug, Default)]
 pub struct BatchBuilder {
     rows: usize,
+    /// The batch row number of the first row (a part of a batch decoded
+    /// on its own: see [`BatchBuilder::set_row_base`]).
+    row_base: usize,
     columns: Vec<BuilderColumn>,
 }
 
@@ -649,6 +661,23 @@ impl BatchBuilder {
     /// The number of finished rows.
     pub fn rows(&self) -> usize {
         self.rows
+    }
+
+    /// The batch row number the next row gets: the rows finished, plus
+    /// the row base. Decoders write it into sparse indices.
+    #[inline]
+    pub fn next_row(&self) -> usize {
+        self.row_base + self.rows
+    }
+
+    /// Sets the batch row number of the first row, for a builder that
+    /// decodes a part of a batch on its own: its sparse indices then carry
+    /// their rows in the whole batch, and [`append_from`](Self::append_from)
+    /// into the builder holding the rows before them copies them as they
+    /// are (no row fix-up). Takes effect for rows not yet written; `0` by
+    /// default.
+    pub fn set_row_base(&mut self, base: usize) {
+        self.row_base = base;
     }
 
     /// Marks one more row as finished (every column has received it).
@@ -693,7 +722,7 @@ impl BatchBuilder {
                     d.rows = rows;
                     d.values.truncate(rows * d.row_len);
                 }
-                ColumnBuilder::Sparse(s) => s.discard_rows_from(rows),
+                ColumnBuilder::Sparse(s) => s.discard_rows_from(self.row_base + rows),
                 ColumnBuilder::Ragged(r) => r.discard_rows_from(rows),
                 ColumnBuilder::Padded(p) => p.discard_rows_from(rows),
             }
@@ -766,7 +795,9 @@ impl BatchBuilder {
             other.columns.len(),
             "append: columns differ"
         );
-        let offset = self.rows;
+        // How far `other`'s sparse rows move (none when it was decoded
+        // with its batch rows).
+        let offset = self.next_row() as i64 - other.row_base as i64;
         for (mine, theirs) in self.columns.iter_mut().zip(&mut other.columns) {
             match (&mut mine.builder, &mut theirs.builder) {
                 (ColumnBuilder::Dense(a), ColumnBuilder::Dense(b)) => a.append(b),
@@ -878,7 +909,9 @@ mod tests {
     }
 
     fn fill(b: &mut BatchBuilder, rows: std::ops::Range<i64>) {
-        for (local, r) in rows.enumerate() {
+        for r in rows {
+            // As decoders do: sparse rows are numbered from the row base.
+            let row = b.next_row() as i64;
             for c in b.columns_mut() {
                 match &mut c.builder {
                     ColumnBuilder::Dense(d) => {
@@ -889,7 +922,7 @@ mod tests {
                     }
                     ColumnBuilder::Sparse(s) => {
                         for j in 0..r {
-                            s.indices.extend([local as i64, j]);
+                            s.indices.extend([row, j]);
                             if let Values::Int64(v) = &mut s.values {
                                 v.push(r);
                             }
@@ -979,6 +1012,69 @@ mod tests {
         again.append_from(&mut part);
         assert_eq!(again.finish().unwrap(), sample(0..6).finish().unwrap());
         assert_eq!(part.finish().unwrap(), empty().finish().unwrap());
+    }
+
+    #[test]
+    fn parts_with_a_row_base_join_without_fix_ups() {
+        let whole = sample(0..7).finish().unwrap();
+        let mut first = sample(0..2);
+        let mut part = empty();
+        part.set_row_base(2);
+        fill(&mut part, 2..7);
+        assert_eq!(part.rows(), 5);
+        assert_eq!(part.next_row(), 7);
+        // Discarding a half-written row keeps the rows before it, by their
+        // batch numbers.
+        part.begin_row();
+        if let ColumnBuilder::Sparse(s) = &mut part.columns_mut()[1].builder {
+            s.indices.extend([7, 0]);
+            if let Values::Int64(v) = &mut s.values {
+                v.push(9);
+            }
+        }
+        part.discard_row();
+        first.append_from(&mut part);
+        assert_eq!(first.finish().unwrap(), whole);
+        // A base that does not match the rows before is moved on as before.
+        let mut first = sample(0..3);
+        part.set_row_base(1);
+        fill(&mut part, 3..7);
+        first.append_from(&mut part);
+        assert_eq!(first.finish().unwrap(), sample(0..7).finish().unwrap());
+    }
+
+    #[test]
+    fn rank_3_sparse_rows_move_on_when_joined() {
+        let three = || {
+            let mut b = BatchBuilder::new();
+            b.push_column(
+                "s",
+                Section::Features,
+                ColumnBuilder::Sparse(SparseBuilder::new(DType::Int64, vec![4, 4])),
+            );
+            b
+        };
+        let put = |b: &mut BatchBuilder, n: i64| {
+            for r in 0..n {
+                let row = b.next_row() as i64;
+                if let ColumnBuilder::Sparse(s) = &mut b.columns_mut()[0].builder {
+                    s.indices.extend([row, r, r + 1]);
+                    if let Values::Int64(v) = &mut s.values {
+                        v.push(r);
+                    }
+                }
+                b.end_row();
+            }
+        };
+        let mut whole = three();
+        put(&mut whole, 2);
+        put(&mut whole, 3);
+        let mut first = three();
+        put(&mut first, 2);
+        let mut part = three();
+        put(&mut part, 3);
+        first.append_from(&mut part);
+        assert_eq!(first.finish().unwrap(), whole.finish().unwrap());
     }
 
     #[test]

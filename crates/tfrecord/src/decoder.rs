@@ -416,7 +416,7 @@ impl ExampleDecoder {
         };
         self.next_generation();
         let generation = self.generation;
-        let row = out.rows() as i64;
+        let row = out.next_row() as i64;
         let columns = out.columns_mut();
         let scratch = &mut self.scratch;
         for (c, (_, col)) in plan.columns.iter().enumerate() {
@@ -612,7 +612,7 @@ impl ExampleDecoder {
         }
         let ctx = Ctx {
             record,
-            row: out.rows() as i64,
+            row: out.next_row() as i64,
             at,
             found: &self.found,
             generation,
