@@ -25,6 +25,43 @@ pub fn decode(buf: &[u8]) -> Result<(u64, usize), &'static str> {
     decode_slow(buf)
 }
 
+/// Decodes the varint at the start of `buf` when `buf` holds at least 8
+/// bytes and the varint ends within them: the value and its length.
+/// `None` otherwise (fewer than 8 bytes left, or a longer varint), for
+/// [`decode`] to decode or reject.
+///
+/// Varints of 1 to 3 bytes (values below 2^21, such as most indices and
+/// counts) take one path, without a branch on their length.
+///
+/// ```
+/// use grist_tensor::varint;
+/// let buf = [0x96, 0x01, 0, 0, 0, 0, 0, 0];
+/// assert_eq!(varint::decode_fast(&buf), Some((150, 2)));
+/// assert_eq!(varint::decode_fast(&buf[..7]), None);
+/// ```
+#[inline(always)]
+pub fn decode_fast(buf: &[u8]) -> Option<(u64, usize)> {
+    let word = u64::from_le_bytes(*buf.first_chunk::<8>()?);
+    // A byte without its high bit ends the varint; bit 63 stands in for
+    // an end when no byte ends it, so that `last` is at most 63.
+    let ends = !word & 0x8080_8080_8080_8080;
+    let last = (ends | 1 << 63).trailing_zeros();
+    // The varint's bits: 0..=last.
+    let x = word & (u64::MAX >> (63 - last));
+    let len = (last / 8 + 1) as usize;
+    if last < 24 {
+        // Up to 3 bytes: three 7-bit groups.
+        return Some((
+            (x & 0x7f) | ((x >> 1) & 0x3f80) | ((x >> 2) & 0x1f_c000),
+            len,
+        ));
+    }
+    if ends == 0 {
+        return None;
+    }
+    Some((squeeze(x), len))
+}
+
 /// Decodes a varint of at most 8 bytes held in the little-endian `word`;
 /// `None` when it does not end within the word.
 #[inline(always)]
@@ -93,23 +130,18 @@ pub fn decode_count(
     count: usize,
     mut push: impl FnMut(u64),
 ) -> Result<usize, (&'static str, usize)> {
-    let mut p = 0;
+    let mut rest = buf;
     let mut left = count;
-    // Bulk: while 8 bytes remain, every varint ending in the next word.
+    // Bulk: while 8 bytes remain and each varint ends within them.
     while left > 0 {
-        let Some(w) = buf.get(p..).and_then(|b| b.first_chunk::<8>()) else {
+        let Some((v, len)) = decode_fast(rest) else {
             break;
         };
-        let word = u64::from_le_bytes(*w);
-        let ends = !word & 0x8080_8080_8080_8080;
-        if ends == 0 {
-            // Longer than 8 bytes: the careful path below.
-            break;
-        }
-        let (n, bits) = decode_ends(word, ends, left, &mut push);
-        left -= n;
-        p += (bits / 8) as usize;
+        push(v);
+        rest = rest.get(len..).unwrap_or_default();
+        left -= 1;
     }
+    let mut p = buf.len() - rest.len();
     while left > 0 {
         let (v, len) = decode(buf.get(p..).unwrap_or_default()).map_err(|e| (e, p))?;
         push(v);
@@ -175,6 +207,91 @@ mod tests {
         assert!(decode(&over).is_err());
         assert_eq!(zigzag(1), -1);
         assert_eq!(zigzag(u64::MAX), i64::MIN);
+    }
+
+    /// The smallest and largest value of each length from 1 to 10 bytes.
+    fn extremes() -> Vec<(u64, usize)> {
+        (1..=10)
+            .flat_map(|len| {
+                let lo = if len == 1 { 0 } else { 1u64 << (7 * (len - 1)) };
+                let hi = if len == 10 {
+                    u64::MAX
+                } else {
+                    (1u64 << (7 * len)) - 1
+                };
+                [(lo, len), (hi, len), (lo | 0x55, len)]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn decode_fast_every_length_and_position() {
+        // Each varint at every offset from a word boundary, followed by 0
+        // to 9 bytes that carry (0xff) or end (0x00) varints, so that the
+        // bytes past its end must be dropped whatever they are.
+        for (v, len) in extremes() {
+            let bytes = encode(v);
+            assert_eq!(bytes.len(), len, "{v}");
+            for at in 0..16 {
+                for after in 0..10 {
+                    for fill in [0x00, 0xff] {
+                        let mut buf = vec![0xaa; at];
+                        buf.extend(&bytes);
+                        buf.extend(std::iter::repeat_n(fill, after));
+                        let rest = &buf[at..];
+                        let fits = len <= 8 && rest.len() >= 8;
+                        let want = fits.then_some((v, len));
+                        assert_eq!(decode_fast(rest), want, "{v} at {at} + {after}");
+                        assert_eq!(decode(rest), Ok((v, len)), "{v} at {at} + {after}");
+                        // Cut inside the varint: truncated, whatever came
+                        // before it.
+                        for cut in 0..len {
+                            assert_eq!(decode_fast(&rest[..cut]), None);
+                            assert_eq!(decode(&rest[..cut]), Err("truncated varint"));
+                        }
+                    }
+                }
+            }
+        }
+        // Too long and too large, with bytes to spare after them.
+        let mut long = vec![0x80; 10];
+        long.extend([0x00; 8]);
+        assert_eq!(decode_fast(&long), None);
+        assert_eq!(decode(&long), Err("varint longer than 10 bytes"));
+        let mut over = vec![0xff; 9];
+        over.extend([0x02, 0x00, 0x00]);
+        assert_eq!(decode_fast(&over), None);
+        assert_eq!(decode(&over), Err("varint overflows 64 bits"));
+        // Non-minimal encodings decode to their value.
+        let padded = [0x81, 0x80, 0x80, 0x00, 0xff, 0xff, 0xff, 0xff];
+        assert_eq!(decode_fast(&padded), Some((1, 4)));
+    }
+
+    #[test]
+    fn decode_count_every_count_and_cut() {
+        // Runs of each length, and of lengths mixed, stopped after every
+        // count (so that the last varint ends anywhere in a word) and cut
+        // at every byte.
+        let mut runs: Vec<Vec<u64>> = extremes().into_iter().map(|(v, _)| vec![v; 13]).collect();
+        runs.push(extremes().into_iter().map(|(v, _)| v).collect());
+        for values in runs {
+            let bytes: Vec<u8> = values.iter().flat_map(|&v| encode(v)).collect();
+            for count in 0..=values.len() {
+                let mut got = Vec::new();
+                let used = decode_count(&bytes, count, |v| got.push(v));
+                let want: usize = values[..count].iter().map(|&v| encode(v).len()).sum();
+                assert_eq!(used, Ok(want));
+                assert_eq!(got, values[..count]);
+            }
+            for cut in 0..bytes.len() {
+                let mut got = Vec::new();
+                let err = decode_count(&bytes[..cut], values.len(), |v| got.push(v));
+                let at: usize = got.iter().map(|&v| encode(v).len()).sum();
+                assert_eq!(err, Err(("truncated varint", at)), "cut {cut}");
+                assert!(at <= cut && cut < at + encode(values[got.len()]).len());
+                assert_eq!(got, values[..got.len()]);
+            }
+        }
     }
 
     #[test]
