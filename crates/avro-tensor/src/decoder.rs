@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use grist_tensor::{
     Batch, BatchBuilder, Chunk, ColumnBuilder, DenseBuilder, FeatureSpec, Limits, Section,
-    SparseBuilder, Values,
+    SparseBuilder, Values, varint,
 };
 
 use crate::datum::{DatumError, Reader};
@@ -649,6 +649,14 @@ fn sparse(
                     // (row, index) pairs: rows filled here, indices below.
                     let from = b.indices.len();
                     b.indices.resize(from + 2 * count, row);
+                    let start = r.pos;
+                    if indices_in_range(r, &mut b.indices[from..], size, *leaf) {
+                        direct += count;
+                        continue;
+                    }
+                    // The careful path, from the block's first index: the
+                    // same values, and the same errors in the same order.
+                    r.pos = start;
                     let mut pairs = b.indices[from..].chunks_exact_mut(2);
                     let mut put = |i: i64| {
                         out_of_range |= i as u64 >= size;
@@ -721,6 +729,38 @@ fn sparse(
     Ok(())
 }
 
+/// Decodes a block of sparse indices into the index slots of `pairs`
+/// ((row, index) pairs, one per index) when every index is a varint of at
+/// most 8 bytes, with 8 bytes to read from its start, and every index is in
+/// `[0, size)` (and in 32 bits for an `int` leaf). Returns false, with the
+/// reader and the pairs in an unspecified state, when any is not: the
+/// caller decodes the block again the careful way.
+#[inline(never)]
+fn indices_in_range(r: &mut Reader<'_>, pairs: &mut [i64], size: u64, leaf: Leaf) -> bool {
+    // A bound past 2^63 would let negative indices through.
+    let bound = match leaf {
+        Leaf::Int => size.min(1 << 31),
+        _ => size.min(1 << 63),
+    };
+    let mut rest = r.buf.get(r.pos..).unwrap_or_default();
+    // The largest index as a rotated zig-zag varint: zig-zag maps an
+    // even varint v to v / 2 and an odd one to a negative number, so
+    // rotating right by one gives the index when it is not negative and
+    // a number of 2^63 or more (out of range) when it is.
+    let mut largest = 0u64;
+    for pair in pairs.chunks_exact_mut(2) {
+        let Some((v, len)) = varint::decode_fast(rest) else {
+            return false;
+        };
+        let i = v.rotate_right(1);
+        largest = largest.max(i);
+        pair[1] = i as i64;
+        rest = rest.get(len..).unwrap_or_default();
+    }
+    r.pos = r.buf.len() - rest.len();
+    largest < bound
+}
+
 #[cold]
 fn index_count_mismatch(index: usize, indices: usize, values: usize) -> Fail {
     Fail::Feature(
@@ -785,5 +825,154 @@ impl grist_tensor::Decoder for AvroDecoder {
             out,
         )
         .map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use grist_tensor::DType;
+    use grist_tensor::synth::SplitMix64;
+
+    use super::*;
+
+    fn put_long(out: &mut Vec<u8>, v: i64) {
+        let mut z = ((v << 1) ^ (v >> 63)) as u64;
+        while z >= 0x80 {
+            out.push(z as u8 | 0x80);
+            z >>= 7;
+        }
+        out.push(z as u8);
+    }
+
+    /// What decoding one sparse record gives: the (row, index) pairs and
+    /// the values, or the failure; and where the reader stopped.
+    type Outcome = (std::result::Result<(Vec<i64>, Vec<f32>), String>, usize);
+
+    fn outcome(res: Hot<()>, b: &SparseBuilder, pos: usize) -> Outcome {
+        let Values::Float32(values) = &b.values else {
+            unreachable!()
+        };
+        match res {
+            Ok(()) => (Ok((b.indices.clone(), values.clone())), pos),
+            Err(Fail::Datum(d)) => (Err(format!("{} at {}", d.reason, d.offset)), 0),
+            Err(Fail::Feature(_, p)) => (Err(format!("{p:?}")), 0),
+        }
+    }
+
+    /// The ATDS rules for one rank-1 sparse record, one value at a time:
+    /// each index block decoded as longs (an int block then checked for
+    /// 32-bit values), the values, then the count and the range.
+    fn careful(buf: &[u8], int: bool, size: i64) -> Outcome {
+        let mut r = Reader::new(buf);
+        let mut b = SparseBuilder::new(DType::Float32, vec![size]);
+        let res = (|| -> Hot<()> {
+            let mut ids = Vec::new();
+            loop {
+                let count = r.block_count(1)?;
+                if count == 0 {
+                    break;
+                }
+                let start = r.pos;
+                for _ in 0..count {
+                    ids.push(r.long()?);
+                }
+                if int && ids.iter().any(|&i| i32::try_from(i).is_err()) {
+                    r.pos = start;
+                    for _ in 0..count {
+                        r.int()?;
+                    }
+                }
+            }
+            let Values::Float32(values) = &mut b.values else {
+                unreachable!()
+            };
+            loop {
+                let count = r.block_count(4)?;
+                if count == 0 {
+                    break;
+                }
+                for _ in 0..count {
+                    values.push(r.float()?);
+                }
+            }
+            if ids.len() != values.len() {
+                return Err(index_count_mismatch(0, ids.len(), values.len()));
+            }
+            if let Some(&bad) = ids.iter().find(|&&i| !(0..size).contains(&i)) {
+                return Err(index_out_of_range(0, bad, size));
+            }
+            b.indices = ids.iter().flat_map(|&i| [7, i]).collect();
+            Ok(())
+        })();
+        outcome(res, &b, r.pos)
+    }
+
+    #[test]
+    fn sparse_indices_decode_as_one_by_one() {
+        // Random records of indices that fit, sit at the edges of the
+        // range, are negative, need 32 bits or more, or take 4 to 10
+        // bytes; in one block or several (some with byte sizes); with
+        // as many values or not; followed by 0 to 9 spare bytes (so the
+        // last indices lack 8 bytes to read) or cut anywhere.
+        let schema = Schema::parse(r#""null""#).unwrap();
+        let mut rng = SplitMix64::new(19);
+        for case in 0..4000 {
+            let int = case % 2 == 1;
+            let size = [1, 2, 50_001, 1 << 31, (1 << 31) + 5, 1 << 40, i64::MAX][case % 7];
+            let n = rng.below(20) as usize;
+            let ids: Vec<i64> = (0..n)
+                .map(|_| match rng.below(10) {
+                    0 => size,
+                    1 => -1 - rng.below(1 << 20) as i64,
+                    2 => (1i64 << 31) + rng.below(3) as i64 - 1,
+                    3 => rng.next_u64() as i64,
+                    4 => rng.below(size.unsigned_abs()) as i64 - 1,
+                    _ => rng.below(size.min(100_000) as u64) as i64,
+                })
+                .collect();
+            let mut buf = Vec::new();
+            let mut left = &ids[..];
+            while !left.is_empty() {
+                let take = 1 + rng.below(left.len() as u64) as usize;
+                let mut items = Vec::new();
+                for &i in &left[..take] {
+                    put_long(&mut items, i);
+                }
+                if rng.below(3) == 0 {
+                    put_long(&mut buf, -(take as i64));
+                    put_long(&mut buf, items.len() as i64);
+                } else {
+                    put_long(&mut buf, take as i64);
+                }
+                buf.extend(items);
+                left = &left[take..];
+            }
+            buf.push(0);
+            let values = if rng.below(8) == 0 { n + 1 } else { n };
+            if values > 0 {
+                put_long(&mut buf, values as i64);
+                buf.extend((0..values).flat_map(|v| (v as f32).to_le_bytes()));
+            }
+            buf.push(0);
+            let whole = buf.len();
+            buf.extend((0..rng.below(10)).map(|_| rng.next_u64() as u8));
+            let buf = match rng.below(4) {
+                0 => &buf[..rng.below(whole as u64) as usize],
+                _ => &buf[..],
+            };
+            let leaf = if int { Leaf::Int } else { Leaf::Long };
+            let parts = [
+                SparsePart::Index { k: 0, leaf },
+                SparsePart::Values(Leaf::Float),
+            ];
+            let mut r = Reader::new(buf);
+            let mut b = SparseBuilder::new(DType::Float32, vec![size]);
+            let res = sparse(&mut r, &schema, &parts, 7, &mut [], &mut b);
+            assert_eq!(
+                outcome(res, &b, r.pos),
+                careful(buf, int, size),
+                "case {case}: {ids:?} in [0, {size}), int {int}, {buf:02x?}"
+            );
+        }
     }
 }
