@@ -173,8 +173,24 @@ impl<'a> Reader<'a> {
     /// negative count is followed by the block's byte size, which is read
     /// and checked. The count is checked against the bytes left, given the
     /// smallest size of an item.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn block_count(&mut self, min_item: usize) -> DatumResult<usize> {
+        // Fast: a one-byte count of 0 to 63 items (zig-zag, so even) whose
+        // smallest size fits in the bytes after it (`remaining` counts the
+        // count's own byte). Anything else takes the careful path.
+        if let Some(&b) = self.buf.get(self.pos) {
+            let count = (b >> 1) as usize;
+            if b & 0x81 == 0 && count.saturating_mul(min_item) < self.remaining() {
+                self.pos += 1;
+                return Ok(count);
+            }
+        }
+        self.block_count_slow(min_item)
+    }
+
+    /// [`block_count`](Self::block_count) for any count.
+    #[inline(never)]
+    fn block_count_slow(&mut self, min_item: usize) -> DatumResult<usize> {
         let at = self.pos;
         let count = self.long()?;
         let count = if count < 0 {
@@ -347,6 +363,36 @@ mod tests {
         assert_eq!(Reader::new(&max).long().unwrap(), i64::MAX);
         assert!(Reader::new(&[0x80; 11]).long().is_err());
         assert!(Reader::new(&[0x80, 0x80, 0x80, 0x80, 0x10]).int().is_err());
+    }
+
+    #[test]
+    fn block_counts_fast_and_careful_agree() {
+        // Every first byte (one-byte counts, negative counts, longer
+        // counts), every small item size (0 for items that take no bytes,
+        // huge for an overflowing product), and 0 to 70 bytes after it.
+        for first in 0..=255u8 {
+            for min_item in [0, 1, 2, 4, 8, 63, usize::MAX / 2, usize::MAX] {
+                for after in 0..70 {
+                    let mut buf = vec![first];
+                    buf.extend((0..after).map(|i| [0x02, 0x81, 0x7f][i % 3]));
+                    for at in [0, 3] {
+                        let mut padded = vec![0; at];
+                        padded.extend(&buf);
+                        let mut fast = Reader::new(&padded);
+                        fast.pos = at;
+                        let mut careful = fast;
+                        assert_eq!(
+                            fast.block_count(min_item),
+                            careful.block_count_slow(min_item),
+                            "{first:#x}, items of {min_item}, {after} after"
+                        );
+                        assert_eq!(fast.pos, careful.pos);
+                    }
+                }
+            }
+        }
+        // An empty buffer.
+        assert!(Reader::new(&[]).block_count(1).is_err());
     }
 
     #[test]
