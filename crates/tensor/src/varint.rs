@@ -42,24 +42,25 @@ pub fn decode(buf: &[u8]) -> Result<(u64, usize), &'static str> {
 #[inline(always)]
 pub fn decode_fast(buf: &[u8]) -> Option<(u64, usize)> {
     let word = u64::from_le_bytes(*buf.first_chunk::<8>()?);
-    // A byte without its high bit ends the varint; bit 63 stands in for
-    // an end when no byte ends it, so that `last` is at most 63.
-    let ends = !word & 0x8080_8080_8080_8080;
-    let last = (ends | 1 << 63).trailing_zeros();
-    // The varint's bits: 0..=last.
-    let x = word & (u64::MAX >> (63 - last));
-    let len = (last / 8 + 1) as usize;
-    if last < 24 {
-        // Up to 3 bytes: three 7-bit groups.
-        return Some((
-            (x & 0x7f) | ((x >> 1) & 0x3f80) | ((x >> 2) & 0x1f_c000),
-            len,
-        ));
+    // A byte without its high bit ends the varint. First the three low
+    // bytes, with 32-bit masks (no 64-bit constants to hold).
+    let low = word as u32;
+    let ends = !low & 0x0080_8080;
+    if ends != 0 {
+        // The varint's bits: `ends - 1` keeps those below the lowest end,
+        // and any higher ends, whose bits are clear in `low` anyway. Then
+        // three 7-bit groups.
+        let x = low & (ends - 1);
+        let v = (x & 0x7f) | ((x >> 1) & 0x3f80) | ((x >> 2) & 0x1f_c000);
+        return Some((v as u64, (ends.trailing_zeros() / 8 + 1) as usize));
     }
+    let ends = !word & 0x8080_8080_8080_8080;
     if ends == 0 {
         return None;
     }
-    Some((squeeze(x), len))
+    // 4 to 8 bytes, cut out the same way.
+    let x = word & (ends - 1);
+    Some((squeeze(x), (ends.trailing_zeros() / 8 + 1) as usize))
 }
 
 /// Decodes a varint of at most 8 bytes held in the little-endian `word`;
