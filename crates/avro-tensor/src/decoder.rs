@@ -742,22 +742,29 @@ fn indices_in_range(r: &mut Reader<'_>, pairs: &mut [i64], size: u64, leaf: Leaf
         Leaf::Int => size.min(1 << 31),
         _ => size.min(1 << 63),
     };
-    let mut rest = r.buf.get(r.pos..).unwrap_or_default();
+    // Each index starts at or before `last`, so that 8 bytes are there.
+    let Some(last) = r.buf.len().checked_sub(8) else {
+        return false;
+    };
+    let mut p = r.pos;
     // The largest index as a rotated zig-zag varint: zig-zag maps an
     // even varint v to v / 2 and an odd one to a negative number, so
     // rotating right by one gives the index when it is not negative and
     // a number of 2^63 or more (out of range) when it is.
     let mut largest = 0u64;
     for pair in pairs.chunks_exact_mut(2) {
-        let Some((v, len)) = varint::decode_fast(rest) else {
+        if p > last {
+            return false;
+        }
+        let Some((v, len)) = varint::decode_fast(&r.buf[p..p + 8]) else {
             return false;
         };
         let i = v.rotate_right(1);
         largest = largest.max(i);
         pair[1] = i as i64;
-        rest = rest.get(len..).unwrap_or_default();
+        p += len;
     }
-    r.pos = r.buf.len() - rest.len();
+    r.pos = p;
     largest < bound
 }
 
