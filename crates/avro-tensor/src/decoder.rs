@@ -752,7 +752,40 @@ fn indices_in_range(r: &mut Reader<'_>, pairs: &mut [i64], size: u64, leaf: Leaf
     // rotating right by one gives the index when it is not negative and
     // a number of 2^63 or more (out of range) when it is.
     let mut largest = 0u64;
-    for pair in pairs.chunks_exact_mut(2) {
+    let mut pairs = pairs.chunks_exact_mut(2);
+    // While 24 bytes remain: find where every varint of the next 16 bytes
+    // ends at once (one bit per byte), and cut each out from its own
+    // start. The next position depends on the 16-byte mask only, not on
+    // decoding each index in turn (a chain of loads that made this loop
+    // latency-bound).
+    let mut pending = pairs.len();
+    while pending > 0 && p + 24 <= r.buf.len() {
+        let w0 = u64::from_le_bytes(r.buf[p..p + 8].try_into().unwrap_or_default());
+        let w1 = u64::from_le_bytes(r.buf[p + 8..p + 16].try_into().unwrap_or_default());
+        let mut ends = end_bits(w0) | end_bits(w1) << 8;
+        if ends == 0 {
+            // A varint over 16 bytes: not for this path.
+            return false;
+        }
+        let mut start = 0usize;
+        while ends != 0 && pending > 0 {
+            let end = ends.trailing_zeros() as usize;
+            let at = p + start;
+            let Some((v, _)) = varint::decode_fast(&r.buf[at..at + 8]) else {
+                return false;
+            };
+            let i = v.rotate_right(1);
+            largest = largest.max(i);
+            if let Some(pair) = pairs.next() {
+                pair[1] = i as i64;
+            }
+            pending -= 1;
+            start = end + 1;
+            ends &= ends - 1;
+        }
+        p += start;
+    }
+    for pair in pairs {
         if p > last {
             return false;
         }
@@ -766,6 +799,15 @@ fn indices_in_range(r: &mut Reader<'_>, pairs: &mut [i64], size: u64, leaf: Leaf
     }
     r.pos = p;
     largest < bound
+}
+
+/// One bit per byte of `word` (bit `k` for byte `k`) that ends a varint
+/// (its high bit clear).
+#[inline(always)]
+fn end_bits(word: u64) -> u32 {
+    // The clear high bits, gathered into the top byte by one product.
+    let high = !word & 0x8080_8080_8080_8080;
+    ((high >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u32
 }
 
 #[cold]
