@@ -11,7 +11,7 @@ use bytes::Bytes;
 use grist_avro_tensor::{AvroDecoder, Codec};
 use grist_ffrecord::PayloadDecoder;
 use grist_ofrecord::OfRecordDecoder;
-use grist_tensor::{BatchBuilder, Chunk, Decoder as _, Limits, SpecFile};
+use grist_tensor::{BatchBuilder, Chunk, Decoder as _, Limits, RecordLayout, SpecFile};
 use grist_tfrecord::ExampleDecoder;
 
 use crate::autotune::{PartTiming, Piece, Plan, WorkItem};
@@ -152,11 +152,14 @@ impl AnyDecoder {
 #[derive(Debug)]
 pub(crate) enum Source<'a> {
     /// Rows of a buffered chunk, from row `first` of its data on; `inflate`
-    /// when its data is still compressed.
+    /// when its data is still compressed; `crc_at` when the data CRCs of
+    /// its TFRecord frames are still to be checked, with the stream offset
+    /// of its first byte.
     Chunk {
         chunk: &'a Chunk,
         first: usize,
         inflate: Option<Codec>,
+        crc_at: Option<u64>,
     },
     /// Records read by number.
     Records(&'a [Record]),
@@ -298,6 +301,34 @@ fn guarded<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
     })
 }
 
+/// Checks the data CRCs of the TFRecord frames of `rows` of `chunk` (whose
+/// first byte is at stream offset `at`), as the frame decoder would have:
+/// a mismatch is TensorFlow's `corrupted record at <payload offset>`.
+fn check_data_crcs(
+    chunk: &Chunk,
+    spans: &[Range<usize>],
+    rows: Range<usize>,
+    at: u64,
+) -> Result<()> {
+    for row in rows {
+        let Some(span) = spans.get(row) else {
+            // Not a row of the chunk: the decoder reports it.
+            return Ok(());
+        };
+        if !grist_tfrecord::data_crc_matches(&chunk.data, span.clone()) {
+            return Err(grist_tfrecord::Error::CorruptData {
+                at: grist_tfrecord::Location::new(
+                    chunk.file.clone(),
+                    chunk.first_record + row as u64,
+                ),
+                offset: at + span.start as u64,
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
 /// Decodes one part's pieces into `out`, in order.
 fn decode_part(
     decoder: &mut AnyDecoder,
@@ -321,8 +352,12 @@ fn decode_part(
                 chunk,
                 first,
                 inflate,
+                crc_at,
             } => {
                 let rows = first + rows.start..first + rows.end;
+                if let (Some(at), RecordLayout::Spans(spans)) = (crc_at, &chunk.layout) {
+                    check_data_crcs(chunk, spans, rows.clone(), *at)?;
+                }
                 let mut out_piece = PieceOut {
                     item: piece.item,
                     ..PieceOut::default()

@@ -317,6 +317,11 @@ impl LoaderBuilder {
         }
         let drop_remainder = self.drop_remainder.or(spec.drop_remainder).unwrap_or(false);
         let (format, inputs) = files::expand(&self.sources, self.format)?;
+        let max_threads = match self.threads {
+            Threads::Fixed(n) => n,
+            Threads::Autotune => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+        .max(1);
         let read = ReadOptions {
             format,
             chunk_bytes: self.chunk_bytes,
@@ -324,6 +329,9 @@ impl LoaderBuilder {
             check_crc: self.check_crc,
             access: self.access,
             maps: Default::default(),
+            // With several parse threads, TFRecord data CRCs are checked
+            // by them, in parallel, rather than by the prefetch thread.
+            tf_data_crc_on_parse: max_threads > 1,
         };
         let indexed = match (format, self.random_access) {
             (Format::Ffrecord, _) => true,
@@ -376,11 +384,6 @@ impl LoaderBuilder {
             ShardMode::Auto => inputs.len() >= self.world,
         };
         let decoder = AnyDecoder::new(format, &spec, self.ffr_payload, self.limits)?;
-        let max_threads = match self.threads {
-            Threads::Fixed(n) => n,
-            Threads::Autotune => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        }
-        .max(1);
         let pool = if max_threads > 1 {
             Some(
                 rayon::ThreadPoolBuilder::new()
@@ -970,6 +973,10 @@ impl Loader {
             )
         };
         let started = Instant::now();
+        // TFRecord data CRCs are checked as the records are decoded.
+        let check_tf_crcs = self.config.read.format == Format::Tfrecord
+            && self.config.read.check_crc
+            && self.config.read.tf_data_crc_on_parse;
         let works: Vec<Work<'_>> = segments
             .iter()
             .map(|&(i, c)| {
@@ -979,6 +986,7 @@ impl Loader {
                         chunk: &b.chunk,
                         first: b.next_row(),
                         inflate: b.inflate,
+                        crc_at: check_tf_crcs.then_some(b.pos.offset),
                     },
                     item: WorkItem {
                         records: c as u64,

@@ -99,6 +99,9 @@ pub(crate) struct ReadOptions {
     pub(crate) access: Access,
     /// The memory maps of the stream files, kept from epoch to epoch.
     pub(crate) maps: Arc<Maps>,
+    /// Whether the parse threads check the data CRCs of TFRecord streams
+    /// (else the prefetch thread does, as it frames them).
+    pub(crate) tf_data_crc_on_parse: bool,
 }
 
 /// The memory maps of the last [`Maps::KEEP`] files mapped, so that a file

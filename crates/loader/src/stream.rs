@@ -275,7 +275,11 @@ impl TfChunker {
             0
         };
         Ok(TfChunker {
+            // With several parse threads, they check the data CRCs as
+            // they decode the records (decode.rs), in parallel; here, the
+            // length CRCs, which the framing depends on.
             frames: FrameDecoder::with_options(name.clone(), &tf)
+                .with_data_check(!options.tf_data_crc_on_parse)
                 .with_position(pos.record, pos.offset),
             name,
             input: reader,

@@ -185,3 +185,72 @@ fn a_loader_can_move_to_another_thread() {
     });
     assert_eq!(handle.join().unwrap(), 16);
 }
+
+#[test]
+fn tfrecord_data_crcs_checked_on_the_parse_threads_fail_as_the_reader_does() {
+    for kind in [Kind::Tfrecord, Kind::TfrecordGzip] {
+        for threads in [1, 2] {
+            let fx = Fixture::standard(kind);
+            let path = &fx.sources[2];
+            // Flip a payload byte of record 20 of the third file (in the
+            // uncompressed stream, then written back compressed).
+            let compression = if kind == Kind::TfrecordGzip {
+                grist_tfrecord::Compression::Gzip
+            } else {
+                grist_tfrecord::Compression::None
+            };
+            let plain = {
+                let mut r = compression
+                    .reader(std::fs::File::open(path).unwrap())
+                    .unwrap();
+                let mut v = Vec::new();
+                std::io::Read::read_to_end(&mut r, &mut v).unwrap();
+                v
+            };
+            let mut frames = grist_tfrecord::FrameDecoder::new("");
+            let mut at = 0usize;
+            for _ in 0..20 {
+                let grist_tfrecord::Decoded::Frame(f) = frames.decode(&plain[at..]).unwrap() else {
+                    panic!("short file");
+                };
+                at += f.len;
+            }
+            let mut damaged = plain.clone();
+            damaged[at + grist_tfrecord::HEADER_LEN + 3] ^= 0x40;
+            let bytes = {
+                let mut w = compression.writer(Vec::new()).unwrap();
+                std::io::Write::write_all(&mut w, &damaged).unwrap();
+                w.finish().unwrap()
+            };
+            std::fs::write(path, bytes).unwrap();
+            // What the record reader says.
+            let mut reader =
+                grist_tfrecord::RecordReader::open(path, grist_tfrecord::ReaderOptions::default())
+                    .unwrap();
+            let expected = loop {
+                match reader.next_record() {
+                    Ok(Some(_)) => {}
+                    Ok(None) => panic!("{kind:?}: the damage went unnoticed"),
+                    Err(e) => break e.to_string(),
+                }
+            };
+            let mut loader = fx
+                .builder()
+                .with_threads(Threads::Fixed(threads))
+                .build()
+                .unwrap();
+            let (seen, e) = until_error(&mut loader);
+            match &e {
+                Error::Tfrecord(t @ grist_tfrecord::Error::CorruptData { at, .. }) => {
+                    assert_eq!(at.record, 20, "{kind:?}");
+                    assert!(t.is_data_loss());
+                }
+                other => panic!("{kind:?} {threads}: {other:?}"),
+            }
+            assert_eq!(e.to_string(), expected, "{kind:?} {threads}");
+            // The batches before the one holding the record arrived.
+            assert!(seen.iter().all(|&i| i < 87 + 20), "{kind:?}: {seen:?}");
+            assert!(seen.len() >= 87 + 20 - 16, "{kind:?}: {}", seen.len());
+        }
+    }
+}

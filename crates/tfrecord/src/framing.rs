@@ -51,6 +51,32 @@ pub fn masked_crc32c(data: &[u8]) -> u32 {
     mask_crc(crc32c::crc32c(data))
 }
 
+/// Whether the payload `data[payload]` of a frame matches the data CRC
+/// stored in the 4 bytes after it: the check a [`FrameDecoder`] made
+/// `with_data_check(false)` leaves to its caller. False when the footer is
+/// not within `data`.
+///
+/// ```
+/// use grist_tfrecord::{data_crc_matches, FrameDecoder, Decoded, RecordWriter};
+/// let mut w = RecordWriter::new(Vec::new());
+/// w.write_record(b"hello")?;
+/// let (mut bytes, _) = w.finish_into_inner()?;
+/// let Decoded::Frame(f) = FrameDecoder::new("").decode(&bytes)? else { unreachable!() };
+/// assert!(data_crc_matches(&bytes, f.payload.clone()));
+/// bytes[f.payload.start] ^= 1;
+/// assert!(!data_crc_matches(&bytes, f.payload));
+/// # Ok::<(), grist_tfrecord::Error>(())
+/// ```
+pub fn data_crc_matches(data: &[u8], payload: std::ops::Range<usize>) -> bool {
+    let footer = payload.end..payload.end.saturating_add(FOOTER_LEN);
+    match (data.get(payload), data.get(footer)) {
+        (Some(p), Some(f)) => {
+            masked_crc32c(p) == u32::from_le_bytes(f.try_into().unwrap_or_default())
+        }
+        _ => false,
+    }
+}
+
 /// Masks a CRC32C the way TFRecord (and LevelDB) do.
 pub fn mask_crc(crc: u32) -> u32 {
     crc.rotate_right(15).wrapping_add(MASK_DELTA)
@@ -194,6 +220,8 @@ pub struct FrameDecoder {
     record: u64,
     offset: u64,
     check_crc: bool,
+    /// Whether the data CRC is checked here (else by the caller).
+    check_data: bool,
     /// The largest payload accepted (record and allocation limits).
     max_len: u64,
 }
@@ -207,6 +235,7 @@ impl FrameDecoder {
             record: 0,
             offset: 0,
             check_crc: true,
+            check_data: true,
             max_len: 0,
         }
         .with_limits(Limits::default())
@@ -222,6 +251,16 @@ impl FrameDecoder {
     /// Whether to check both CRCs. By default, `true`.
     pub fn with_check_crc(mut self, check_crc: bool) -> Self {
         self.check_crc = check_crc;
+        self
+    }
+
+    /// Whether [`decode`](Self::decode) checks the data CRC too (when CRCs
+    /// are checked at all). Turn it off to check payloads elsewhere, e.g.
+    /// on the threads that parse them, with [`data_crc_matches`]: the
+    /// length CRC is still checked here, since framing depends on it. By
+    /// default, `true`.
+    pub fn with_data_check(mut self, check: bool) -> Self {
+        self.check_data = check;
         self
     }
 
@@ -300,7 +339,7 @@ impl FrameDecoder {
             });
         };
         let payload = HEADER_LEN..HEADER_LEN + payload_len;
-        if self.check_crc {
+        if self.check_crc && self.check_data {
             let footer = frame
                 .last_chunk::<FOOTER_LEN>()
                 .copied()

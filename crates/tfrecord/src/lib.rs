@@ -82,7 +82,7 @@ pub use encode::{ExampleBuilder, encode_batch};
 pub use error::{Error, FeatureProblem, Location, Result};
 pub use framing::{
     Decoded, FOOTER_LEN, FRAME_OVERHEAD, Frame, FrameDecoder, HEADER_LEN, ReaderOptions,
-    RecordReader, Records, mask_crc, masked_crc32c, unmask_crc,
+    RecordReader, Records, data_crc_matches, mask_crc, masked_crc32c, unmask_crc,
 };
 pub use index::{
     IndexEntry, IndexedReader, build_index, index_path, parse_index, read_index, verify_index,
