@@ -912,11 +912,13 @@ impl Loader {
         let fixed = match self.threads {
             Threads::Fixed(n) => Some(n),
             Threads::Autotune => {
-                // Now and then a thread count other than the best gets one
-                // batch, so that its estimates follow the machine too.
+                // Now and then a thread count other than the best gets a
+                // run of batches, so that its estimates follow the machine
+                // too (the first batch of a run, with threads just woken
+                // and caches cold, is not learnt from).
                 let max = self.model.max_threads();
                 let k = self.acc.batches;
-                (max > 1 && k % 64 == 63).then(|| 1 + (k / 64) as usize % max)
+                (max > 1 && k % 64 >= 64 - TRIAL_RUN).then(|| 1 + (k / 64) as usize % max)
             }
         };
         match fixed {
@@ -1101,9 +1103,11 @@ impl Loader {
             record: first.1,
             source,
         })?;
-        self.calibrator
-            .observe(&mut self.model, &done.timings, done.wall);
         let threads = done.timings.len().max(1);
+        if threads == self.acc.last_threads {
+            self.calibrator
+                .observe(&mut self.model, &done.timings, done.wall);
+        }
         if self.acc.threads_used.len() < threads {
             self.acc.threads_used.resize(threads, 0);
         }
@@ -1116,6 +1120,9 @@ impl Loader {
         Ok(batch)
     }
 }
+
+/// How many batches in a row autotune gives a thread count it is trying.
+const TRIAL_RUN: u64 = 4;
 
 fn unexpected(item: &Item) -> Error {
     Error::ThreadPanicked {
