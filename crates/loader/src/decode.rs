@@ -384,6 +384,17 @@ fn decode_part(
             }
             Source::Records(records) => {
                 for r in &records[rows] {
+                    if let Some((at, stored)) = &r.crc {
+                        let computed = grist_ffrecord::crc32(&r.payload);
+                        if computed != *stored {
+                            return Err(grist_ffrecord::Error::SampleChecksum {
+                                at: at.clone(),
+                                stored: *stored,
+                                computed,
+                            }
+                            .into());
+                        }
+                    }
                     decoder.decode_record(&ctx.inputs[r.input].name, r, out)?;
                 }
             }

@@ -7,7 +7,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use grist_ffrecord::FfrReader;
+use grist_ffrecord::{FfrReader, SampleAt};
 use grist_tensor::TensorError;
 
 use crate::error::{Error, Result};
@@ -24,6 +24,9 @@ pub(crate) struct Record {
     /// Its number in the FFRecord dataset (FFRecord only).
     pub(crate) global: u64,
     pub(crate) payload: Bytes,
+    /// FFRecord, checks on the parse threads: where the sample is and its
+    /// stored CRC-32, to check before it is decoded.
+    pub(crate) crc: Option<(SampleAt, u32)>,
 }
 
 /// The records of one batch, in batch order.
@@ -39,6 +42,9 @@ pub(crate) enum Gather {
     Ffrecord {
         reader: FfrReader,
         first: Vec<u64>,
+        /// The CRC-32s are left to the parse threads (the reader does not
+        /// check them).
+        deferred: bool,
     },
     Framed {
         tfrecord: bool,
@@ -103,7 +109,11 @@ impl Gather {
                 let reader =
                     FfrReader::open_files(inputs.iter().map(|i| &i.path), read.ffrecord())?;
                 let first = reader.files().iter().map(|f| f.first_index()).collect();
-                Ok(Gather::Ffrecord { reader, first })
+                Ok(Gather::Ffrecord {
+                    reader,
+                    first,
+                    deferred: read.check_crc && read.crc_on_parse,
+                })
             }
             Format::Tfrecord => {
                 let options = read.tfrecord();
@@ -157,7 +167,11 @@ impl Gather {
     /// Reads the records `wants` (input, record number), in that order.
     pub(crate) fn read(&self, wants: &[(usize, u64)]) -> Result<Gathered> {
         match self {
-            Gather::Ffrecord { reader, first } => {
+            Gather::Ffrecord {
+                reader,
+                first,
+                deferred,
+            } => {
                 let globals: Vec<u64> = wants.iter().map(|&(f, r)| first[f] + r).collect();
                 let samples = reader.read(&globals)?;
                 let mut bytes = 0;
@@ -167,11 +181,21 @@ impl Gather {
                     .zip(samples)
                     .map(|((&(input, record), global), s)| {
                         bytes += s.data.len() as u64;
+                        // Not checked by the reader: the parse threads
+                        // check them.
+                        let crc = deferred
+                            .then(|| {
+                                let checksums = reader.files().get(input)?.header().checksums();
+                                let stored = *checksums.get(usize::try_from(record).ok()?)?;
+                                Some((s.at, stored))
+                            })
+                            .flatten();
                         Record {
                             input,
                             record,
                             global,
                             payload: s.data,
+                            crc,
                         }
                     })
                     .collect();
@@ -290,6 +314,7 @@ fn read_framed(
             input: f,
             record: r,
             global: 0,
+            crc: None,
             payload: payload(tfrecord, read, &files[f], r, offset, frame)?,
         });
     }
@@ -340,6 +365,7 @@ fn slice_framed(
             input: f,
             record: r,
             global: 0,
+            crc: None,
             payload: payload(tfrecord, read, file, r, offset, frame)?,
         });
     }

@@ -329,9 +329,10 @@ impl LoaderBuilder {
             check_crc: self.check_crc,
             access: self.access,
             maps: Default::default(),
-            // With several parse threads, TFRecord data CRCs are checked
-            // by them, in parallel, rather than by the prefetch thread.
-            tf_data_crc_on_parse: max_threads > 1,
+            // With several parse threads, TFRecord data CRCs and FFRecord
+            // CRC-32s are checked by them, in parallel, rather than by the
+            // prefetch thread.
+            crc_on_parse: max_threads > 1,
         };
         let indexed = match (format, self.random_access) {
             (Format::Ffrecord, _) => true,
@@ -978,7 +979,7 @@ impl Loader {
         // TFRecord data CRCs are checked as the records are decoded.
         let check_tf_crcs = self.config.read.format == Format::Tfrecord
             && self.config.read.check_crc
-            && self.config.read.tf_data_crc_on_parse;
+            && self.config.read.crc_on_parse;
         let works: Vec<Work<'_>> = segments
             .iter()
             .map(|&(i, c)| {

@@ -100,8 +100,9 @@ pub(crate) struct ReadOptions {
     /// The memory maps of the stream files, kept from epoch to epoch.
     pub(crate) maps: Arc<Maps>,
     /// Whether the parse threads check the data CRCs of TFRecord streams
-    /// (else the prefetch thread does, as it frames them).
-    pub(crate) tf_data_crc_on_parse: bool,
+    /// and the CRC-32s of FFRecord samples as they decode them (else the
+    /// prefetch thread does, as it reads them).
+    pub(crate) crc_on_parse: bool,
 }
 
 /// The memory maps of the last [`Maps::KEEP`] files mapped, so that a file
@@ -153,7 +154,7 @@ impl ReadOptions {
 
     pub(crate) fn ffrecord(&self) -> grist_ffrecord::ReaderOptions {
         grist_ffrecord::ReaderOptions::default()
-            .with_check_data(self.check_crc)
+            .with_check_data(self.check_crc && !self.crc_on_parse)
             .with_limits(self.limits)
             .with_access(self.access)
     }

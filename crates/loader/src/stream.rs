@@ -279,7 +279,7 @@ impl TfChunker {
             // they decode the records (decode.rs), in parallel; here, the
             // length CRCs, which the framing depends on.
             frames: FrameDecoder::with_options(name.clone(), &tf)
-                .with_data_check(!options.tf_data_crc_on_parse)
+                .with_data_check(!options.crc_on_parse)
                 .with_position(pos.record, pos.offset),
             name,
             input: reader,

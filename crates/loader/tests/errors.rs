@@ -254,3 +254,43 @@ fn tfrecord_data_crcs_checked_on_the_parse_threads_fail_as_the_reader_does() {
         }
     }
 }
+
+#[test]
+fn ffrecord_checksums_checked_on_the_parse_threads_fail_as_the_reader_does() {
+    for threads in [1, 2, 3] {
+        let fx = Fixture::standard(Kind::Ffrecord);
+        let path = &fx.sources[1];
+        let reader = grist_ffrecord::FfrReader::open(path, Default::default()).unwrap();
+        // Flip a byte in the middle of sample 30 of the second file.
+        let offsets = reader.files()[0].header().offsets().to_vec();
+        let mut bytes = std::fs::read(path).unwrap();
+        bytes[offsets[30] as usize + 5] ^= 0x20;
+        std::fs::write(path, bytes).unwrap();
+        // What the reader of the whole dataset says of sample 30 of the
+        // second file (after the first file's 40).
+        let expected = grist_ffrecord::FfrReader::open_files(&fx.sources, Default::default())
+            .unwrap()
+            .read(&[70])
+            .unwrap_err();
+        assert!(
+            matches!(expected, grist_ffrecord::Error::SampleChecksum { .. }),
+            "{expected:?}"
+        );
+        let mut loader = fx
+            .builder()
+            .with_threads(Threads::Fixed(threads))
+            .build()
+            .unwrap();
+        let (seen, e) = until_error(&mut loader);
+        match &e {
+            Error::Ffrecord(grist_ffrecord::Error::SampleChecksum { at, .. }) => {
+                // The dataset number counts the first file's 40 samples.
+                assert_eq!((at.sample, at.index), (30, 70), "{threads}");
+            }
+            other => panic!("{threads}: {other:?}"),
+        }
+        assert_eq!(e.to_string(), expected.to_string(), "{threads}");
+        assert!(seen.iter().all(|&i| i < 70), "{threads}: {seen:?}");
+        assert!(seen.len() >= 70 - 16, "{threads}: {}", seen.len());
+    }
+}
