@@ -234,12 +234,7 @@ fn tfrecord_data_crcs_checked_on_the_parse_threads_fail_as_the_reader_does() {
                     Err(e) => break e.to_string(),
                 }
             };
-            let mut loader = fx
-                .builder()
-                .with_threads(Threads::Fixed(threads))
-                .build()
-                .unwrap();
-            let (seen, e) = until_error(&mut loader);
+            let (seen, e) = first_error(&fx, threads);
             match &e {
                 Error::Tfrecord(t @ grist_tfrecord::Error::CorruptData { at, .. }) => {
                     assert_eq!(at.record, 20, "{kind:?}");
@@ -248,9 +243,7 @@ fn tfrecord_data_crcs_checked_on_the_parse_threads_fail_as_the_reader_does() {
                 other => panic!("{kind:?} {threads}: {other:?}"),
             }
             assert_eq!(e.to_string(), expected, "{kind:?} {threads}");
-            // The batches before the one holding the record arrived.
-            assert!(seen.iter().all(|&i| i < 87 + 20), "{kind:?}: {seen:?}");
-            assert!(seen.len() >= 87 + 20 - 16, "{kind:?}: {}", seen.len());
+            stopped_before(&seen, 87 + 20);
         }
     }
 }
@@ -276,12 +269,7 @@ fn ffrecord_checksums_checked_on_the_parse_threads_fail_as_the_reader_does() {
             matches!(expected, grist_ffrecord::Error::SampleChecksum { .. }),
             "{expected:?}"
         );
-        let mut loader = fx
-            .builder()
-            .with_threads(Threads::Fixed(threads))
-            .build()
-            .unwrap();
-        let (seen, e) = until_error(&mut loader);
+        let (seen, e) = first_error(&fx, threads);
         match &e {
             Error::Ffrecord(grist_ffrecord::Error::SampleChecksum { at, .. }) => {
                 // The dataset number counts the first file's 40 samples.
@@ -290,7 +278,24 @@ fn ffrecord_checksums_checked_on_the_parse_threads_fail_as_the_reader_does() {
             other => panic!("{threads}: {other:?}"),
         }
         assert_eq!(e.to_string(), expected.to_string(), "{threads}");
-        assert!(seen.iter().all(|&i| i < 70), "{threads}: {seen:?}");
-        assert!(seen.len() >= 70 - 16, "{threads}: {}", seen.len());
+        stopped_before(&seen, 70);
     }
+}
+
+/// Reads `fx` with `threads` parse threads until the error.
+fn first_error(fx: &Fixture, threads: usize) -> (Vec<i64>, Error) {
+    let mut loader = fx
+        .builder()
+        .with_threads(Threads::Fixed(threads))
+        .build()
+        .unwrap();
+    until_error(&mut loader)
+}
+
+/// Checks that the records `seen` before an error at record `bad` (a
+/// dataset number) are those of the batches before the one holding it
+/// (batches of 16, no shuffle).
+fn stopped_before(seen: &[i64], bad: i64) {
+    assert!(seen.iter().all(|&i| i < bad), "{bad}: {seen:?}");
+    assert!(seen.len() as i64 >= bad - 16, "{bad}: {}", seen.len());
 }
