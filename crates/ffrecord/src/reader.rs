@@ -408,6 +408,20 @@ impl FfrReader {
     /// over the limit, or whose sample's checksum does not match; or when
     /// the batch is over the allocation limit or a read fails.
     pub fn read(&self, indices: &[u64]) -> Result<Vec<Sample>> {
+        self.read_checked(indices, self.inner.options.check_data)
+    }
+
+    /// [`read`](Self::read) without the samples' CRC-32 checks, for a
+    /// caller that checks them itself, elsewhere (a loader's parse threads,
+    /// in parallel): each sample's stored checksum is in its file's
+    /// [`header`](FileInfo::header), and a mismatch is
+    /// [`Error::SampleChecksum`]. The headers were checked at open as the
+    /// options said.
+    pub fn read_unchecked(&self, indices: &[u64]) -> Result<Vec<Sample>> {
+        self.read_checked(indices, false)
+    }
+
+    fn read_checked(&self, indices: &[u64], check_data: bool) -> Result<Vec<Sample>> {
         let inner = &*self.inner;
         let limits = inner.options.limits;
         let mut wants = Vec::with_capacity(indices.len());
@@ -445,7 +459,7 @@ impl FfrReader {
         let mut out = Vec::with_capacity(wants.len());
         for (w, data) in wants.iter().zip(data) {
             let at = self.at(w.file, w.local, w.index);
-            if inner.options.check_data {
+            if check_data {
                 let stored = inner.files[w.file].header.checksums()[w.local as usize];
                 let computed = crc32(&data);
                 if computed != stored {

@@ -404,3 +404,32 @@ fn a_file_that_shrinks_after_open_gives_a_truncated_sample() {
         Err(Error::TruncatedSample { .. })
     ));
 }
+
+#[test]
+fn read_unchecked_leaves_sample_checks_to_the_caller_but_not_header_checks() {
+    let dir = temp_dir();
+    let path = dir.path().join("a.ffr");
+    let samples: Vec<Vec<u8>> = (0..6u8).map(|i| vec![i; 10 + i as usize]).collect();
+    write(&path, &samples);
+    let reader = FfrReader::open(&path, ReaderOptions::default()).unwrap();
+    let offsets = reader.files()[0].header().offsets().to_vec();
+    // Damage sample 4's bytes.
+    let mut bytes = fs::read(&path).unwrap();
+    bytes[offsets[4] as usize + 2] ^= 1;
+    fs::write(&path, &bytes).unwrap();
+    let reader = FfrReader::open(&path, ReaderOptions::default()).unwrap();
+    assert!(matches!(
+        reader.read(&[3, 4]),
+        Err(Error::SampleChecksum { .. })
+    ));
+    let got = reader.read_unchecked(&[3, 4]).unwrap();
+    assert_eq!(got[0].data, samples[3]);
+    assert_ne!(got[1].data, samples[4]);
+    // The caller's check finds what `read` found.
+    let stored = reader.files()[0].header().checksums()[4];
+    assert_ne!(crc32(&got[1].data), stored);
+    // A damaged header still fails at open, whatever is read later.
+    bytes[4] ^= 1;
+    fs::write(&path, &bytes).unwrap();
+    assert!(FfrReader::open(&path, ReaderOptions::default()).is_err());
+}

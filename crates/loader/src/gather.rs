@@ -173,7 +173,12 @@ impl Gather {
                 deferred,
             } => {
                 let globals: Vec<u64> = wants.iter().map(|&(f, r)| first[f] + r).collect();
-                let samples = reader.read(&globals)?;
+                // Checked by the parse threads when deferred.
+                let samples = if *deferred {
+                    reader.read_unchecked(&globals)?
+                } else {
+                    reader.read(&globals)?
+                };
                 let mut bytes = 0;
                 let records = wants
                     .iter()

@@ -154,7 +154,7 @@ impl ReadOptions {
 
     pub(crate) fn ffrecord(&self) -> grist_ffrecord::ReaderOptions {
         grist_ffrecord::ReaderOptions::default()
-            .with_check_data(self.check_crc && !self.crc_on_parse)
+            .with_check_data(self.check_crc)
             .with_limits(self.limits)
             .with_access(self.access)
     }
