@@ -606,19 +606,7 @@ fn packed_varints<S: Sink>(rec: &[u8], range: Range<usize>, sink: &mut S) -> Wir
     // of the list is left to the careful path. The word is read from the
     // record around the list when it has the room, else built byte by byte.
     if p < bytes.len() && bytes.len() - p < 8 {
-        let valid = bytes.len() - p;
-        let keep = u64::MAX >> (64 - 8 * valid);
-        let raw = match rec
-            .get(range.start + p..)
-            .and_then(|b| b.first_chunk::<8>())
-        {
-            Some(w) => u64::from_le_bytes(*w),
-            None => bytes[p..]
-                .iter()
-                .rev()
-                .fold(0u64, |w, &b| (w << 8) | b as u64),
-        };
-        let word = (raw & keep) | (0x8080_8080_8080_8080 & !keep);
+        let word = varint::tail_word(rec, range.start + p, bytes.len() - p);
         let ends = !word & 0x8080_8080_8080_8080;
         let (count, bits) = varint::decode_ends(word, ends, usize::MAX, |v| sink.int(v));
         n += count;
@@ -792,20 +780,12 @@ mod tests {
     /// reference for the word-at-a-time paths).
     fn one_by_one(bytes: &[u8], base: usize) -> WireResult<Vec<i64>> {
         let mut out = Vec::new();
-        let mut p = 0;
-        while p < bytes.len() {
-            match read_varint(&bytes[p..]) {
-                Ok((v, len)) => {
-                    out.push(v as i64);
-                    p += len;
-                }
-                Err(reason) => {
-                    return Err(WireError {
-                        reason,
-                        offset: base + p,
-                    });
-                }
-            }
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let offset = base + bytes.len() - rest.len();
+            let (v, len) = read_varint(rest).map_err(|reason| WireError { reason, offset })?;
+            out.push(v as i64);
+            rest = &rest[len..];
         }
         Ok(out)
     }

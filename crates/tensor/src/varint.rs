@@ -121,6 +121,38 @@ pub fn decode_ends(
     (n, from)
 }
 
+/// The last `len` (1 to 7) bytes of a packed varint list, which start at
+/// `at` in `record`, as one little-endian word whose bytes past the list
+/// are continuation bytes (0x80), so that no varint ends past the list: a
+/// varint cut short by the list's end stays undecoded for a careful path.
+/// The word is read from `record` when 8 bytes are there (around the
+/// list), else built from the list's bytes. Feed it to [`decode_ends`].
+///
+/// ```
+/// use grist_tensor::varint;
+/// // The list [5, 300] (0x05, 0xac 0x02), then an unrelated 0x01.
+/// let record = [0x05, 0xac, 0x02, 0x01];
+/// let word = varint::tail_word(&record, 0, 3);
+/// let mut got = Vec::new();
+/// let ends = !word & 0x8080_8080_8080_8080;
+/// let (n, bits) = varint::decode_ends(word, ends, usize::MAX, |v| got.push(v));
+/// assert_eq!((n, bits, got), (2, 24, vec![5, 300]));
+/// ```
+#[inline]
+pub fn tail_word(record: &[u8], at: usize, len: usize) -> u64 {
+    let keep = u64::MAX >> (64 - 8 * len.clamp(1, 7));
+    let raw = match record.get(at..).and_then(|b| b.first_chunk::<8>()) {
+        Some(w) => u64::from_le_bytes(*w),
+        None => record
+            .get(at..at.saturating_add(len))
+            .unwrap_or_default()
+            .iter()
+            .rev()
+            .fold(0u64, |w, &b| (w << 8) | b as u64),
+    };
+    (raw & keep) | (0x8080_8080_8080_8080 & !keep)
+}
+
 /// Decodes `count` consecutive varints from the start of `buf`, handing
 /// each value to `push` in order; returns the bytes they took. Fails with
 /// the reason and the byte offset of the first bad varint (values before

@@ -219,17 +219,7 @@ fn packed_varints(record: &[u8], bytes: &[u8], base: usize, out: &mut Vec<i64>) 
     // short by the end still fails below. The word is read from `record`
     // around the list when it has the room, else built byte by byte.
     if p < bytes.len() && bytes.len() - p < 8 {
-        let valid = bytes.len() - p;
-        let keep = u64::MAX >> (64 - 8 * valid);
-        let at = base + p;
-        let raw = match record.get(at..).and_then(|b| b.first_chunk::<8>()) {
-            Some(w) => u64::from_le_bytes(*w),
-            None => bytes[p..]
-                .iter()
-                .rev()
-                .fold(0u64, |w, &b| (w << 8) | b as u64),
-        };
-        let word = (raw & keep) | (0x8080_8080_8080_8080 & !keep);
+        let word = grist_tensor::varint::tail_word(record, base + p, bytes.len() - p);
         let ends = !word & 0x8080_8080_8080_8080;
         let from = squeeze_all(word, ends, out);
         p += (from / 8) as usize;
