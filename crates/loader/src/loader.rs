@@ -272,7 +272,9 @@ impl LoaderBuilder {
     /// the prefetch thread costs, and leaves the cores to the parse
     /// threads. It applies to FFRecord files, Avro files, uncompressed
     /// TFRecord files and OFRecord parts; compressed TFRecord files are
-    /// always read.
+    /// always read. The maps of the last 256 stream files stay mapped
+    /// while the loader lives, so that the next epoch does not map, fault
+    /// in and unmap them again.
     pub fn with_access(mut self, access: Access) -> Self {
         self.access = access;
         self
