@@ -758,8 +758,7 @@ fn indices_in_range(r: &mut Reader<'_>, pairs: &mut [i64], size: u64, leaf: Leaf
     // start. The next position depends on the 16-byte mask only, not on
     // decoding each index in turn (a chain of loads that made this loop
     // latency-bound).
-    let mut pending = pairs.len();
-    while pending > 0 && p + 24 <= r.buf.len() {
+    while pairs.len() > 0 && p + 24 <= r.buf.len() {
         let w0 = u64::from_le_bytes(r.buf[p..p + 8].try_into().unwrap_or_default());
         let w1 = u64::from_le_bytes(r.buf[p + 8..p + 16].try_into().unwrap_or_default());
         let mut ends = end_bits(w0) | end_bits(w1) << 8;
@@ -768,19 +767,18 @@ fn indices_in_range(r: &mut Reader<'_>, pairs: &mut [i64], size: u64, leaf: Leaf
             return false;
         }
         let mut start = 0usize;
-        while ends != 0 && pending > 0 {
-            let end = ends.trailing_zeros() as usize;
+        while ends != 0 {
+            let Some(pair) = pairs.next() else {
+                break;
+            };
             let at = p + start;
             let Some((v, _)) = varint::decode_fast(&r.buf[at..at + 8]) else {
                 return false;
             };
             let i = v.rotate_right(1);
             largest = largest.max(i);
-            if let Some(pair) = pairs.next() {
-                pair[1] = i as i64;
-            }
-            pending -= 1;
-            start = end + 1;
+            pair[1] = i as i64;
+            start = ends.trailing_zeros() as usize + 1;
             ends &= ends - 1;
         }
         p += start;

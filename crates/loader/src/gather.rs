@@ -188,13 +188,15 @@ impl Gather {
                         bytes += s.data.len() as u64;
                         // Not checked by the reader: the parse threads
                         // check them.
-                        let crc = deferred
-                            .then(|| {
-                                let checksums = reader.files().get(input)?.header().checksums();
-                                let stored = *checksums.get(usize::try_from(record).ok()?)?;
-                                Some((s.at, stored))
-                            })
-                            .flatten();
+                        let stored = reader
+                            .files()
+                            .get(input)
+                            .and_then(|f| f.header().checksums().get(record as usize));
+                        let crc = if *deferred {
+                            stored.map(|&c| (s.at, c))
+                        } else {
+                            None
+                        };
                         Record {
                             input,
                             record,
@@ -342,7 +344,7 @@ fn slice_framed(
     let mut bytes = 0;
     for (&(f, r), &(_, offset, len)) in wants.iter().zip(frames) {
         let file = &files[f];
-        let map = file.mapped.as_ref().map_or(&[][..], |m| &m[..]);
+        let map = file.mapped.clone().unwrap_or_default();
         let range = usize::try_from(offset)
             .ok()
             .zip(usize::try_from(offset.saturating_add(len)).ok())
@@ -360,11 +362,7 @@ fn slice_framed(
                 ),
             });
         };
-        let frame = file
-            .mapped
-            .as_ref()
-            .map(|m| m.slice(start..end))
-            .unwrap_or_default();
+        let frame = map.slice(start..end);
         bytes += len;
         records.push(Record {
             input: f,

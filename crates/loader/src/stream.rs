@@ -98,8 +98,9 @@ impl<R: Read> Read for Counting<R> {
 /// costs no fresh memory. Chunks get a copy of their bytes of their own,
 /// so no chunk kept for long (shuffling) holds on to a read buffer.
 ///
-/// Or, with [`grist_tensor::Access::mmap`], the rest of the file as a memory map: then
-/// there is nothing to read, and chunks are slices of the map.
+/// Or, with [`grist_tensor::Access::mmap`], the rest of the file as a
+/// memory map: then there is nothing to read, and chunks are slices of
+/// the map.
 #[derive(Debug, Default)]
 struct Window {
     /// Always fully initialized; `start..end` holds the bytes.

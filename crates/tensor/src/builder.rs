@@ -133,19 +133,11 @@ impl SparseBuilder {
 
     fn append(&mut self, other: &mut SparseBuilder, row_offset: i64) {
         let rank = self.rank();
-        if row_offset == 0 {
-            // The part was decoded with its batch rows: one bulk copy.
-            self.indices.extend_from_slice(&other.indices);
-        } else if rank == 2 {
-            // (row, index) pairs, moved on as they are copied.
-            self.indices.reserve(other.indices.len());
-            for pair in other.indices.chunks_exact(2) {
-                self.indices.extend([pair[0] + row_offset, pair[1]]);
-            }
-        } else {
-            // One bulk copy, then the batch rows moved on in place.
-            let start = self.indices.len();
-            self.indices.extend_from_slice(&other.indices);
+        // One bulk copy, then the batch rows moved on in place, unless the
+        // part was decoded with its batch rows (`set_row_base`).
+        let start = self.indices.len();
+        self.indices.extend_from_slice(&other.indices);
+        if row_offset != 0 {
             for tuple in self.indices[start..].chunks_exact_mut(rank) {
                 tuple[0] += row_offset;
             }
