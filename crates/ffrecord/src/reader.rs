@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use grist_tensor::Limits;
+use grist_tensor::{Limits, WARM_GROUP, warm};
 
 use crate::error::{Error, Result, SampleAt};
 use crate::header::{FileHeader, HeaderDecoder, PREFIX_LEN, crc32, encode_header};
@@ -455,22 +455,29 @@ impl FfrReader {
                 end: range.end,
             });
         }
-        let data = self.fetch(&wants)?;
+        let mut data = self.fetch(&wants)?.into_iter();
         let mut out = Vec::with_capacity(wants.len());
-        for (w, data) in wants.iter().zip(data) {
-            let at = self.at(w.file, w.local, w.index);
+        for group in wants.chunks(WARM_GROUP) {
             if check_data {
-                let stored = inner.files[w.file].header.checksums()[w.local as usize];
-                let computed = crc32(&data);
-                if computed != stored {
-                    return Err(Error::SampleChecksum {
-                        at,
-                        stored,
-                        computed,
-                    });
-                }
+                // Mapped samples come in from memory together, not one
+                // by one as the checks reach them.
+                warm(data.as_slice()[..group.len()].iter().map(|d| &d[..]));
             }
-            out.push(Sample { at, data });
+            for (w, data) in group.iter().zip(data.by_ref()) {
+                let at = self.at(w.file, w.local, w.index);
+                if check_data {
+                    let stored = inner.files[w.file].header.checksums()[w.local as usize];
+                    let computed = crc32(&data);
+                    if computed != stored {
+                        return Err(Error::SampleChecksum {
+                            at,
+                            stored,
+                            computed,
+                        });
+                    }
+                }
+                out.push(Sample { at, data });
+            }
         }
         match later {
             Some(e) => Err(e),

@@ -383,19 +383,24 @@ fn decode_part(
                 pieces.push(out_piece);
             }
             Source::Records(records) => {
-                for r in &records[rows] {
-                    if let Some((at, stored)) = &r.crc {
-                        let computed = grist_ffrecord::crc32(&r.payload);
-                        if computed != *stored {
-                            return Err(grist_ffrecord::Error::SampleChecksum {
-                                at: at.clone(),
-                                stored: *stored,
-                                computed,
+                for group in records[rows].chunks(grist_tensor::WARM_GROUP) {
+                    // Mapped records come in from memory together, not
+                    // one by one as the checks and the parse reach them.
+                    grist_tensor::warm(group.iter().map(|r| &r.payload[..]));
+                    for r in group {
+                        if let Some((at, stored)) = &r.crc {
+                            let computed = grist_ffrecord::crc32(&r.payload);
+                            if computed != *stored {
+                                return Err(grist_ffrecord::Error::SampleChecksum {
+                                    at: at.clone(),
+                                    stored: *stored,
+                                    computed,
+                                }
+                                .into());
                             }
-                            .into());
                         }
+                        decoder.decode_record(&ctx.inputs[r.input].name, r, out)?;
                     }
-                    decoder.decode_record(&ctx.inputs[r.input].name, r, out)?;
                 }
             }
         }

@@ -83,6 +83,36 @@ impl Access {
     }
 }
 
+/// How many records [`warm`] callers load ahead of their work: 64 samples
+/// of 2.2 kB (140 kB) stay in a core's L2 cache until they are used.
+pub const WARM_GROUP: usize = 64;
+
+/// Loads one byte of every 64-byte cache line of each slice, so that the
+/// lines come in from memory together, as many at once as the core keeps
+/// in flight.
+///
+/// Work that walks records at random places of a memory map (a CRC pass, a
+/// parse) waits on each record's lines in turn; warming a group of records
+/// first overlaps those waits. On prod19-shaped FFRecord samples mapped from
+/// the page cache, CRC checks of batches of 256 random samples ran at 9.8
+/// GB/s warmed in groups of 64 against 6.4 GB/s cold (`benches/ffrecord.rs`).
+///
+/// ```
+/// let records = [&b"first record"[..], &[7u8; 300][..]];
+/// grist_tensor::warm(records);
+/// ```
+pub fn warm<'a>(slices: impl IntoIterator<Item = &'a [u8]>) {
+    let mut x = 0u8;
+    for s in slices {
+        let mut at = 0;
+        while let Some(&b) = s.get(at) {
+            x ^= b;
+            at += 64;
+        }
+    }
+    std::hint::black_box(x);
+}
+
 #[cfg(test)]
 #[allow(unsafe_code)]
 mod tests {
