@@ -164,7 +164,9 @@ impl Codec {
     /// Decompresses one block's stored bytes.
     ///
     /// `size_hint` is how many bytes to reserve up front (e.g. the previous
-    /// block's decompressed size); it is capped by the limit. The output
+    /// block's decompressed size); it is capped by the limit. With 0,
+    /// deflate guesses from the stored size and the compression ratio of
+    /// the last block inflated on the same thread. The output
     /// may not exceed [`Limits::max_alloc_bytes`] ([`Error::TooLarge`]);
     /// a corrupt stream, or a snappy block whose CRC-32 does not match, is
     /// [`Error::Decompress`]. Errors are located at `at`. For
@@ -458,29 +460,40 @@ fn inflate_into(
     out: &mut Vec<u8>,
 ) -> std::result::Result<usize, Capped> {
     use libdeflater::{DecompressionError, Decompressor};
-    use std::cell::RefCell;
+    use std::cell::{Cell, RefCell};
 
     thread_local! {
         // A decompressor holds ~10 kB of tables: one per thread.
         static INFLATER: RefCell<Decompressor> = RefCell::new(Decompressor::new());
+        // The last block's inflated size over its stored size, in 16ths
+        // (4x before the first block).
+        static RATIO: Cell<usize> = const { Cell::new(64) };
     }
     let limit = cap.saturating_add(1);
     // Blocks of a file are about the same size (the writer's sync
-    // interval): a little over the previous one, else 4x the stored bytes.
+    // interval) and compress about as well: a little over the previous
+    // one, else the stored bytes times the last block's ratio. Room is
+    // zeroed before use, so guessing far over costs as much as inflating.
     let guess = match hint {
-        0 => block.len().saturating_mul(4),
-        h => h.saturating_add(h / 16),
-    }
-    .saturating_add(1024);
+        0 => block.len().saturating_mul(RATIO.get()) / 16,
+        h => h,
+    };
+    let guess = guess.saturating_add(guess / 16).saturating_add(1024);
     let mut size = guess.min(limit).max(out.len().min(limit));
     loop {
         if out.len() < size {
+            // Exactly: buffers are pooled, a doubled one stays doubled.
+            out.reserve_exact(size - out.len());
             out.resize(size, 0);
         }
         let room = &mut out[..size];
         let result = INFLATER.with(|d| d.borrow_mut().deflate_decompress(block, room));
         match result {
-            Ok(n) if n <= cap => return Ok(n),
+            Ok(n) if n <= cap => {
+                let ratio = n.saturating_mul(16) / block.len().max(1);
+                RATIO.set(ratio.clamp(16, 1032 * 16));
+                return Ok(n);
+            }
             Ok(_) => return Err(Capped::TooLarge),
             Err(DecompressionError::InsufficientSpace) if size < limit => {
                 size = size.saturating_mul(4).min(limit);
@@ -497,13 +510,19 @@ fn inflate_into(
 }
 
 /// Buffers of inflated blocks, taken back when their block is dropped and
-/// reused for later blocks: no zeroing, no fresh pages per block.
+/// reused for later blocks: no zeroing, no fresh pages per block. With
+/// the bytes they hold.
 #[cfg(feature = "deflate")]
-static POOL: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+static POOL: std::sync::Mutex<(Vec<Vec<u8>>, usize)> = std::sync::Mutex::new((Vec::new(), 0));
 
-/// At most this many buffers wait in the pool, each at most this large.
+/// At most this many bytes of buffers wait in the pool, each at most
+/// this large. A loader's shuffle buffer holds hundreds of inflated blocks
+/// and lets go of tens per batch, a varying number: the pool must be deep
+/// enough that a batch that takes more than the last one gave back still
+/// finds buffers (a cap of 32 buffers missed a third of the time, and each
+/// miss paid for fresh pages and zeroing).
 #[cfg(feature = "deflate")]
-const POOL_BUFFERS: usize = 32;
+const POOL_BYTES: usize = 64 << 20;
 #[cfg(feature = "deflate")]
 const POOL_BUFFER_BYTES: usize = 16 << 20;
 
@@ -524,11 +543,13 @@ impl AsRef<[u8]> for Pooled {
 #[cfg(feature = "deflate")]
 impl Drop for Pooled {
     fn drop(&mut self) {
-        if self.buf.len() <= POOL_BUFFER_BYTES
+        let bytes = self.buf.capacity();
+        if bytes <= POOL_BUFFER_BYTES
             && let Ok(mut pool) = POOL.lock()
-            && pool.len() < POOL_BUFFERS
+            && pool.1 + bytes <= POOL_BYTES
         {
-            pool.push(std::mem::take(&mut self.buf));
+            pool.1 += bytes;
+            pool.0.push(std::mem::take(&mut self.buf));
         }
     }
 }
@@ -539,7 +560,11 @@ fn inflate_pooled(block: &[u8], hint: usize, cap: usize) -> std::result::Result<
     let mut buf = POOL
         .lock()
         .ok()
-        .and_then(|mut p| p.pop())
+        .and_then(|mut p| {
+            let buf = p.0.pop()?;
+            p.1 -= buf.capacity();
+            Some(buf)
+        })
         .unwrap_or_default();
     let len = inflate_into(block, hint, cap, &mut buf)?;
     Ok(Bytes::from_owner(Pooled { buf, len }))
@@ -631,5 +656,44 @@ mod tests {
                 assert_eq!(result.unwrap(), data, "{codec}");
             }
         }
+    }
+
+    #[cfg(feature = "deflate")]
+    #[test]
+    fn deflate_guesses_from_the_last_ratio_and_grows_when_wrong() {
+        // Blocks that compress 1000x after ones that do not (the guess is
+        // far too small: grown and retried), then the other way round (far
+        // too big), in pooled buffers reused across them; each block
+        // inflates whole, and over the limit is still an error.
+        let at = Location::block("mem".into(), 0);
+        let mut state = 1u64;
+        let noise: Vec<u8> = (0..70_000)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (state >> 56) as u8
+            })
+            .collect();
+        let zeros = vec![0u8; 3_000_000];
+        let mut kept = Vec::new();
+        for data in [&noise, &zeros, &zeros, &noise, &noise, &zeros] {
+            let mut stored = Vec::new();
+            Codec::Deflate.compress(data, &mut stored).unwrap();
+            let back = Codec::Deflate
+                .decompress_bytes(&stored, 0, &Limits::default(), &at)
+                .unwrap();
+            assert_eq!(&back[..], &data[..]);
+            let small = Limits::default().with_max_alloc_bytes(data.len() as u64 - 1);
+            assert!(matches!(
+                Codec::Deflate.decompress_bytes(&stored, 0, &small, &at),
+                Err(Error::TooLarge { .. })
+            ));
+            // Some blocks stay alive while later ones are inflated.
+            if data.len() == zeros.len() {
+                kept.push(back);
+            }
+        }
+        assert!(kept.iter().all(|b| b.iter().all(|&x| x == 0)));
     }
 }

@@ -412,10 +412,10 @@ fn decode_part(
                     Some(codec) => {
                         let at =
                             grist_avro_tensor::Location::block(chunk.file.clone(), chunk.index);
-                        let hint = chunk.data.len().saturating_mul(4);
                         // Into a pooled buffer, back to its pool when the
-                        // last row of the block has been decoded.
-                        let data = codec.decompress_bytes(&chunk.data, hint, ctx.limits, &at)?;
+                        // last row of the block has been decoded; sized
+                        // by the last block's compression ratio.
+                        let data = codec.decompress_bytes(&chunk.data, 0, ctx.limits, &at)?;
                         timing.inflate_bytes += chunk.data.len() as u64;
                         let inflated = Chunk {
                             data: data.clone(),

@@ -882,13 +882,8 @@ impl Loader {
                 if let Some(codec) = b.inflate.take() {
                     let at =
                         grist_avro_tensor::Location::block(b.chunk.file.clone(), b.chunk.index);
-                    let hint = b.chunk.data.len().saturating_mul(4);
-                    b.chunk.data = codec.decompress_bytes(
-                        &b.chunk.data,
-                        hint,
-                        &self.config.read.limits,
-                        &at,
-                    )?;
+                    b.chunk.data =
+                        codec.decompress_bytes(&b.chunk.data, 0, &self.config.read.limits, &at)?;
                 }
                 let cut = usize::try_from(r.cut_bytes).unwrap_or(usize::MAX);
                 if cut > b.chunk.data.len() {
