@@ -226,3 +226,57 @@ fn calibration_recovers_the_costs() {
     assert_eq!(plan(&big, &model).threads, 2);
     assert_eq!(plan(&small, &model).threads, 1);
 }
+
+#[test]
+fn calibration_stays_put_when_records_and_bytes_go_together() {
+    // Deflate blocks of one file: every part's inflated bytes are about
+    // 1,700 per record, so the two features say nearly the same thing,
+    // and the timings are noisy (parts that sometimes take twice as
+    // long). The
+    // fitted cost of a typical part must stay near its true mean instead
+    // of drifting: a fit that clipped a negative coefficient to zero
+    // without refitting the other climbed to 2x the truth within a few
+    // hundred batches, and autotune then kept one thread where two were
+    // 1.6x faster.
+    let mut model = CostModel::new(2);
+    let mut cal = Calibrator::new(2);
+    let mut rng = Lcg(11);
+    let per_byte = 2.3e-9;
+    let typical = WorkItem {
+        records: 512,
+        inflate_bytes: 512 * 1750,
+        splittable: false,
+    };
+    let truth = per_byte * typical.inflate_bytes as f64;
+    for batch in 0..3000 {
+        let parts: Vec<PartTiming> = (0..2u64)
+            .map(|k| {
+                // As measured: the first part's blocks a little denser,
+                // and the first part the one that is often slow.
+                let records = 490 + rng.below(40);
+                let inflate_bytes = records * (1690 + 80 * k) + rng.below(2000);
+                let noise = if k == 0 && rng.below(2) == 0 {
+                    2.0
+                } else {
+                    1.0
+                };
+                PartTiming {
+                    records,
+                    inflate_bytes,
+                    seconds: noise * per_byte * inflate_bytes as f64,
+                }
+            })
+            .collect();
+        let longest = parts.iter().map(|p| p.seconds).fold(0.0, f64::max);
+        cal.observe(&mut model, &parts, longest + 100e-6);
+        if batch >= 200 {
+            // The noise averages 1.25x the base cost.
+            let fitted = model.cost(2, &typical);
+            assert!(
+                fitted > 0.9 * truth && fitted < 1.7 * truth,
+                "batch {batch}: fitted {fitted:e} s for a part of true mean {:e} s: {model:?}",
+                1.25 * truth
+            );
+        }
+    }
+}
