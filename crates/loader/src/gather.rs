@@ -42,9 +42,9 @@ pub(crate) enum Gather {
     Ffrecord {
         reader: FfrReader,
         first: Vec<u64>,
-        /// The CRC-32s are left to the parse threads (the reader does not
-        /// check them).
-        deferred: bool,
+        /// Where the CRC-32s are checked: by the reader, or left to the
+        /// parse threads (see [`ReadOptions::crc_on_parse`]).
+        read: ReadOptions,
     },
     Framed {
         tfrecord: bool,
@@ -112,7 +112,7 @@ impl Gather {
                 Ok(Gather::Ffrecord {
                     reader,
                     first,
-                    deferred: read.check_crc && read.crc_on_parse,
+                    read: read.clone(),
                 })
             }
             Format::Tfrecord => {
@@ -170,11 +170,12 @@ impl Gather {
             Gather::Ffrecord {
                 reader,
                 first,
-                deferred,
+                read,
             } => {
                 let globals: Vec<u64> = wants.iter().map(|&(f, r)| first[f] + r).collect();
                 // Checked by the parse threads when deferred.
-                let samples = if *deferred {
+                let deferred = read.crc_on_parse();
+                let samples = if deferred {
                     reader.read_unchecked(&globals)?
                 } else {
                     reader.read(&globals)?
@@ -192,7 +193,7 @@ impl Gather {
                             .files()
                             .get(input)
                             .and_then(|f| f.header().checksums().get(record as usize));
-                        let crc = if *deferred {
+                        let crc = if deferred {
                             stored.map(|&c| (s.at, c))
                         } else {
                             None

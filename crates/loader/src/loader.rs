@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use grist_avro_tensor::Codec;
@@ -333,8 +334,9 @@ impl LoaderBuilder {
             maps: Default::default(),
             // With several parse threads, TFRecord data CRCs and FFRecord
             // CRC-32s are checked by them, in parallel, rather than by the
-            // prefetch thread.
-            crc_on_parse: max_threads > 1,
+            // prefetch thread; autotune moves them back to the prefetch
+            // thread while it prefers one parse thread (`plan`).
+            crc_on_parse: Arc::new(AtomicBool::new(max_threads > 1)),
         };
         let indexed = match (format, self.random_access) {
             (Format::Ffrecord, _) => true,
@@ -469,6 +471,8 @@ struct Buffered {
     inflate: Option<Codec>,
     input: usize,
     pos: ChunkPos,
+    /// Its TFRecord data CRCs are still to be checked.
+    crc_deferred: bool,
     remaining: usize,
     taken: u64,
     cut_rows: u64,
@@ -866,6 +870,7 @@ impl Loader {
             inflate: raw.inflate,
             input,
             pos: raw.pos,
+            crc_deferred: raw.crc_deferred,
             taken: 0,
             cut_rows: 0,
             cut_bytes: 0,
@@ -936,7 +941,18 @@ impl Loader {
                     longest,
                 }
             }
-            None => autotune::plan(items, &self.model),
+            None => {
+                let plan = autotune::plan(items, &self.model);
+                // Data CRCs go with the thread count autotune prefers:
+                // onto the parse threads when it is several, else onto the
+                // prefetch thread beside the one parse thread. (Not for
+                // trial runs: chunks read during one are decoded later.)
+                self.config
+                    .read
+                    .crc_on_parse
+                    .store(plan.threads > 1, Ordering::Relaxed);
+                plan
+            }
         }
     }
 
@@ -973,10 +989,6 @@ impl Loader {
             )
         };
         let started = Instant::now();
-        // TFRecord data CRCs are checked as the records are decoded.
-        let check_tf_crcs = self.config.read.format == Format::Tfrecord
-            && self.config.read.check_crc
-            && self.config.read.crc_on_parse;
         let works: Vec<Work<'_>> = segments
             .iter()
             .map(|&(i, c)| {
@@ -986,7 +998,9 @@ impl Loader {
                         chunk: &b.chunk,
                         first: b.next_row(),
                         inflate: b.inflate,
-                        crc_at: check_tf_crcs.then_some(b.pos.offset),
+                        // TFRecord data CRCs not checked as they were
+                        // read are checked as the records are decoded.
+                        crc_at: b.crc_deferred.then_some(b.pos.offset),
                     },
                     item: WorkItem {
                         records: c as u64,

@@ -4,6 +4,7 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -101,8 +102,12 @@ pub(crate) struct ReadOptions {
     pub(crate) maps: Arc<Maps>,
     /// Whether the parse threads check the data CRCs of TFRecord streams
     /// and the CRC-32s of FFRecord samples as they decode them (else the
-    /// prefetch thread does, as it reads them).
-    pub(crate) crc_on_parse: bool,
+    /// prefetch thread does, as it reads them). Shared with the prefetch
+    /// thread: the loader moves the checks batch by batch to where its
+    /// thread count says (several parse threads: onto them; one: beside
+    /// it, on the prefetch thread), and each chunk or record read says
+    /// whether it is still to be checked.
+    pub(crate) crc_on_parse: Arc<AtomicBool>,
 }
 
 /// The memory maps of the last [`Maps::KEEP`] files mapped, so that a file
@@ -142,6 +147,12 @@ impl Maps {
 }
 
 impl ReadOptions {
+    /// Whether data CRCs read from now on are left to the parse threads
+    /// (when CRCs are checked at all).
+    pub(crate) fn crc_on_parse(&self) -> bool {
+        self.check_crc && self.crc_on_parse.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn tfrecord(&self) -> grist_tfrecord::ReaderOptions {
         grist_tfrecord::ReaderOptions::default()
             .with_check_crc(self.check_crc)

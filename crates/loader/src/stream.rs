@@ -40,6 +40,9 @@ pub(crate) struct RawChunk {
     pub(crate) inflate: Option<Codec>,
     /// The file's header (Avro: its writer schema).
     pub(crate) header: Option<Arc<Header>>,
+    /// Its TFRecord data CRCs are still to be checked (by the parse
+    /// threads).
+    pub(crate) crc_deferred: bool,
 }
 
 /// One file read as chunks.
@@ -218,6 +221,8 @@ pub(crate) struct TfChunker {
     /// A read error after some good frames, reported on the next call.
     pending: Option<Error>,
     stored_mark: u64,
+    /// Where the data CRCs are checked (see [`ReadOptions::crc_on_parse`]).
+    options: ReadOptions,
 }
 
 impl std::fmt::Debug for TfChunker {
@@ -278,9 +283,8 @@ impl TfChunker {
         Ok(TfChunker {
             // With several parse threads, they check the data CRCs as
             // they decode the records (decode.rs), in parallel; here, the
-            // length CRCs, which the framing depends on.
+            // length CRCs, which the framing depends on (see `next`).
             frames: FrameDecoder::with_options(name.clone(), &tf)
-                .with_data_check(!options.crc_on_parse)
                 .with_position(pos.record, pos.offset),
             name,
             input: reader,
@@ -292,6 +296,7 @@ impl TfChunker {
             index: pos.index,
             pending: None,
             stored_mark,
+            options: options.clone(),
         })
     }
 
@@ -308,6 +313,8 @@ impl TfChunker {
             return Err(e);
         }
         let start = self.pos();
+        let crc_deferred = self.options.crc_on_parse();
+        self.frames.set_data_check(!crc_deferred);
         let mut spans: Vec<Range<usize>> = Vec::new();
         let mut len = 0usize;
         loop {
@@ -376,6 +383,7 @@ impl TfChunker {
             next: self.pos(),
             inflate: None,
             header: None,
+            crc_deferred,
         }))
     }
 }
@@ -469,6 +477,7 @@ impl AvroChunker {
                         },
                         inflate: (codec != Codec::Null).then_some(codec),
                         header: Some(self.header.clone()),
+                        crc_deferred: false,
                     }));
                 }
                 grist_avro_tensor::Decoded::Incomplete { .. } => {
@@ -606,6 +615,7 @@ impl OfChunker {
             next: self.pos(),
             inflate: None,
             header: None,
+            crc_deferred: false,
         }))
     }
 }

@@ -189,7 +189,9 @@ fn a_loader_can_move_to_another_thread() {
 #[test]
 fn tfrecord_data_crcs_checked_on_the_parse_threads_fail_as_the_reader_does() {
     for kind in [Kind::Tfrecord, Kind::TfrecordGzip] {
-        for threads in [1, 2] {
+        // Autotune moves the checks between the prefetch and the parse
+        // threads as its preferred thread count changes.
+        for threads in [Threads::Fixed(1), Threads::Fixed(2), Threads::Autotune] {
             let fx = Fixture::standard(kind);
             let path = &fx.sources[2];
             // Flip a payload byte of record 20 of the third file (in the
@@ -240,9 +242,9 @@ fn tfrecord_data_crcs_checked_on_the_parse_threads_fail_as_the_reader_does() {
                     assert_eq!(at.record, 20, "{kind:?}");
                     assert!(t.is_data_loss());
                 }
-                other => panic!("{kind:?} {threads}: {other:?}"),
+                other => panic!("{kind:?} {threads:?}: {other:?}"),
             }
-            assert_eq!(e.to_string(), expected, "{kind:?} {threads}");
+            assert_eq!(e.to_string(), expected, "{kind:?} {threads:?}");
             stopped_before(&seen, 87 + 20);
         }
     }
@@ -250,7 +252,8 @@ fn tfrecord_data_crcs_checked_on_the_parse_threads_fail_as_the_reader_does() {
 
 #[test]
 fn ffrecord_checksums_checked_on_the_parse_threads_fail_as_the_reader_does() {
-    for threads in [1, 2, 3] {
+    let all = [1, 2, 3].map(Threads::Fixed);
+    for threads in all.into_iter().chain([Threads::Autotune]) {
         let fx = Fixture::standard(Kind::Ffrecord);
         let path = &fx.sources[1];
         let reader = grist_ffrecord::FfrReader::open(path, Default::default()).unwrap();
@@ -273,22 +276,18 @@ fn ffrecord_checksums_checked_on_the_parse_threads_fail_as_the_reader_does() {
         match &e {
             Error::Ffrecord(grist_ffrecord::Error::SampleChecksum { at, .. }) => {
                 // The dataset number counts the first file's 40 samples.
-                assert_eq!((at.sample, at.index), (30, 70), "{threads}");
+                assert_eq!((at.sample, at.index), (30, 70), "{threads:?}");
             }
-            other => panic!("{threads}: {other:?}"),
+            other => panic!("{threads:?}: {other:?}"),
         }
-        assert_eq!(e.to_string(), expected.to_string(), "{threads}");
+        assert_eq!(e.to_string(), expected.to_string(), "{threads:?}");
         stopped_before(&seen, 70);
     }
 }
 
 /// Reads `fx` with `threads` parse threads until the error.
-fn first_error(fx: &Fixture, threads: usize) -> (Vec<i64>, Error) {
-    let mut loader = fx
-        .builder()
-        .with_threads(Threads::Fixed(threads))
-        .build()
-        .unwrap();
+fn first_error(fx: &Fixture, threads: Threads) -> (Vec<i64>, Error) {
+    let mut loader = fx.builder().with_threads(threads).build().unwrap();
     until_error(&mut loader)
 }
 

@@ -264,6 +264,12 @@ impl FrameDecoder {
         self
     }
 
+    /// [`with_data_check`](Self::with_data_check) for a decoder in use:
+    /// from the next frame on.
+    pub fn set_data_check(&mut self, check: bool) {
+        self.check_data = check;
+    }
+
     /// The limits on a record's length. By default, [`Limits::default`].
     pub fn with_limits(mut self, limits: Limits) -> Self {
         let record = limits.max_record_bytes();
