@@ -910,6 +910,23 @@ impl Loader {
         Ok(())
     }
 
+    /// An empty builder for `n` rows, in the memory of the batch given
+    /// back with [`recycle`](Self::recycle) if there is one. (Reserving
+    /// first and recycling then allocated every column and freed it again
+    /// at once: with large batches, a heap grown and trimmed per batch.)
+    fn new_batch(
+        decoder: &AnyDecoder,
+        spare: &mut Option<Batch>,
+        n: usize,
+    ) -> grist_tensor::BatchBuilder {
+        let mut out = decoder.new_batch(0);
+        if let Some(spare) = spare.take() {
+            out.recycle(spare);
+        }
+        out.reserve_rows(n);
+        out
+    }
+
     /// Picks the thread count and spread for `items`.
     fn plan(&self, items: &[WorkItem]) -> Plan {
         let fixed = match self.threads {
@@ -1017,10 +1034,7 @@ impl Loader {
             .collect();
         let items: Vec<WorkItem> = works.iter().map(|w| w.item).collect();
         let plan = self.plan(&items);
-        let mut out = self.decoders[0].new_batch(n);
-        if let Some(spare) = self.spare.take() {
-            out.recycle(spare);
-        }
+        let mut out = Self::new_batch(&self.decoders[0], &mut self.spare, n);
         let ctx = Ctx {
             work: &works,
             inputs: &self.config.inputs,
@@ -1082,10 +1096,7 @@ impl Loader {
         }];
         let items = [works[0].item];
         let plan = self.plan(&items);
-        let mut out = self.decoders[0].new_batch(n);
-        if let Some(spare) = self.spare.take() {
-            out.recycle(spare);
-        }
+        let mut out = Self::new_batch(&self.decoders[0], &mut self.spare, n);
         let ctx = Ctx {
             work: &works,
             inputs: &self.config.inputs,
