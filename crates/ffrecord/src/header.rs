@@ -32,7 +32,12 @@ pub fn header_len(count: u64) -> Option<u64> {
 
 /// The zlib CRC-32 of `data` (as FFRecord stores it for each sample).
 pub fn crc32(data: &[u8]) -> u32 {
-    crc32fast::hash(data)
+    // A hasher made once: `crc32fast::hash` detects the CPU's features
+    // again on every call.
+    static NEW: std::sync::OnceLock<crc32fast::Hasher> = std::sync::OnceLock::new();
+    let mut h = NEW.get_or_init(crc32fast::Hasher::new).clone();
+    h.update(data);
+    h.finalize()
 }
 
 /// A validated file header, plus the file size that ends the last sample.

@@ -496,14 +496,17 @@ impl FfrReader {
     /// The bytes of each wanted sample, in order.
     fn fetch(&self, wants: &[Want]) -> Result<Vec<Bytes>> {
         let inner = &*self.inner;
-        let mut out: Vec<Bytes> = vec![Bytes::new(); wants.len()];
+        let mut out: Vec<Bytes> = Vec::with_capacity(wants.len());
         // The wanted samples of files read with pread, in file order.
         let mut order: Vec<usize> = Vec::new();
         for (i, w) in wants.iter().enumerate() {
-            match &inner.backings[w.file] {
-                Backing::Bytes(b) => out[i] = b.slice(w.start as usize..w.end as usize),
-                Backing::File(_) => order.push(i),
-            }
+            out.push(match &inner.backings[w.file] {
+                Backing::Bytes(b) => b.slice(w.start as usize..w.end as usize),
+                Backing::File(_) => {
+                    order.push(i);
+                    Bytes::new()
+                }
+            });
         }
         if order.is_empty() {
             return Ok(out);
