@@ -341,6 +341,19 @@ fn slice_framed(
     wants: &[(usize, u64)],
     frames: &[(usize, u64, u64)],
 ) -> Result<Gathered> {
+    // The frames sit at random places of the maps: load each one's first
+    // line first, all at once, rather than miss the cache at every
+    // frame's header in turn below (a third of the prefetch thread's time
+    // in an exact OFRecord shuffle).
+    grist_tensor::warm(
+        wants
+            .iter()
+            .zip(frames)
+            .filter_map(|(&(f, _), &(_, offset, _))| {
+                let at = usize::try_from(offset).ok()?;
+                files[f].mapped.as_ref()?.get(at..at + 1)
+            }),
+    );
     let mut records = Vec::with_capacity(wants.len());
     let mut bytes = 0;
     for (&(f, r), &(_, offset, len)) in wants.iter().zip(frames) {
