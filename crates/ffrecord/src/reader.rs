@@ -461,7 +461,8 @@ impl FfrReader {
             if check_data {
                 // Mapped samples come in from memory together, not one
                 // by one as the checks reach them.
-                warm(data.as_slice()[..group.len()].iter().map(|d| &d[..]));
+                let ahead = data.as_slice();
+                warm(ahead[..group.len().min(ahead.len())].iter().map(|d| &d[..]));
             }
             for (w, data) in group.iter().zip(data.by_ref()) {
                 let at = self.at(w.file, w.local, w.index);

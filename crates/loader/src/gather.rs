@@ -351,7 +351,7 @@ fn slice_framed(
             .zip(frames)
             .filter_map(|(&(f, _), &(_, offset, _))| {
                 let at = usize::try_from(offset).ok()?;
-                files[f].mapped.as_ref()?.get(at..at + 1)
+                files[f].mapped.as_ref()?.get(at..at.checked_add(1)?)
             }),
     );
     let mut records = Vec::with_capacity(wants.len());
