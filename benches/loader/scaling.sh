@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One against two parse threads, batch 1024, read calls and --mmap, on the
+# six prod19 inputs, alternating; prints best and median records/s.
+#
+#   benches/loader/scaling.sh [ROUNDS] [SECONDS]
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+ROUNDS=${1:-2}; SECS=${2:-3}
+OUT=$(mktemp)
+while read -r name spec file; do
+  for _ in $(seq "$ROUNDS"); do
+    for m in read mmap; do
+      flag=""; [ $m = mmap ] && flag=--mmap
+      for t in 1 2; do
+        # shellcheck disable=SC2086
+        bench_line "$name $m $t" --spec "$spec" --batch-size 1024 --threads $t $flag \
+          --min-seconds "$SECS" "$file" >> "$OUT"
+      done
+    done
+  done
+done < <(prod19_inputs)
+python3 - "$OUT" <<'PY'
+import sys, statistics, collections
+d = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    n, m, t, r, _, _ = line.split(); d[(n, m, int(t))].append(float(r))
+for n, m in dict.fromkeys((k[0], k[1]) for k in d):
+    b1, b2 = max(d[(n, m, 1)]), max(d[(n, m, 2)])
+    m1, m2 = statistics.median(d[(n, m, 1)]), statistics.median(d[(n, m, 2)])
+    print(f"{n} {m}: t1 best {b1:,.0f} t2 best {b2:,.0f} | t2/t1 best {b2 / b1:.2f} median {m2 / m1:.2f}")
+PY
