@@ -666,15 +666,8 @@ mod tests {
         // too big), in pooled buffers reused across them; each block
         // inflates whole, and over the limit is still an error.
         let at = Location::block("mem".into(), 0);
-        let mut state = 1u64;
-        let noise: Vec<u8> = (0..70_000)
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                (state >> 56) as u8
-            })
-            .collect();
+        let mut rng = grist_tensor::synth::SplitMix64::new(1);
+        let noise: Vec<u8> = (0..70_000).map(|_| rng.next_u64() as u8).collect();
         let zeros = vec![0u8; 3_000_000];
         let mut kept = Vec::new();
         for data in [&noise, &zeros, &zeros, &noise, &noise, &zeros] {

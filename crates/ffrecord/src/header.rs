@@ -40,6 +40,21 @@ pub fn crc32(data: &[u8]) -> u32 {
     h.finalize()
 }
 
+/// Checks a sample's bytes against the CRC-32 its header stores:
+/// [`Error::SampleChecksum`] at `at()` when they differ.
+pub fn check_sample(data: &[u8], stored: u32, at: impl FnOnce() -> SampleAt) -> Result<()> {
+    let computed = crc32(data);
+    if computed == stored {
+        Ok(())
+    } else {
+        Err(Error::SampleChecksum {
+            at: at(),
+            stored,
+            computed,
+        })
+    }
+}
+
 /// A validated file header, plus the file size that ends the last sample.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileHeader {

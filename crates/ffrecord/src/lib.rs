@@ -72,8 +72,8 @@ mod writer;
 pub use decoder::{PayloadDecoder, RawDecoder};
 pub use error::{Error, ErrorKind, OffsetProblem, RawProblem, Result, SampleAt};
 pub use header::{
-    FileHeader, HeaderDecoder, PREFIX_LEN, crc32, encode_file, encode_header, header_len,
-    parse_header,
+    FileHeader, HeaderDecoder, PREFIX_LEN, check_sample, crc32, encode_file, encode_header,
+    header_len, parse_header,
 };
 pub use reader::{Access, FfrReader, FileInfo, ReaderOptions, Sample, dataset_files};
 pub use source::FfrSource;

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use grist_tensor::{Limits, WARM_GROUP, warm};
 
 use crate::error::{Error, Result, SampleAt};
-use crate::header::{FileHeader, HeaderDecoder, PREFIX_LEN, crc32, encode_header};
+use crate::header::{FileHeader, HeaderDecoder, PREFIX_LEN, check_sample, encode_header};
 use crate::pool::BufferPool;
 use crate::source::FfrSource;
 
@@ -468,14 +468,7 @@ impl FfrReader {
                 let at = self.at(w.file, w.local, w.index);
                 if check_data {
                     let stored = inner.files[w.file].header.checksums()[w.local as usize];
-                    let computed = crc32(&data);
-                    if computed != stored {
-                        return Err(Error::SampleChecksum {
-                            at,
-                            stored,
-                            computed,
-                        });
-                    }
+                    check_sample(&data, stored, || at.clone())?;
                 }
                 out.push(Sample { at, data });
             }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use grist_tensor::{Chunk, RecordLayout, RecordSource};
 
 use crate::error::{Error, Result, SampleAt};
-use crate::header::crc32;
+use crate::header::check_sample;
 use crate::reader::FfrReader;
 
 /// Reads a dataset in sample order as [`Chunk`]s: runs of consecutive
@@ -125,14 +125,8 @@ impl FfrSource {
         if self.reader.options().check_data() {
             for i in first..end_sample {
                 let bytes = &data[(offsets[i] - start) as usize..(offsets[i + 1] - start) as usize];
-                let stored = header.checksums()[i];
-                let computed = crc32(bytes);
-                if computed != stored {
-                    later_error = Some(Error::SampleChecksum {
-                        at: self.at(i as u64),
-                        stored,
-                        computed,
-                    });
+                if let Err(e) = check_sample(bytes, header.checksums()[i], || self.at(i as u64)) {
+                    later_error = Some(e);
                     good = i;
                     break;
                 }

@@ -435,15 +435,7 @@ fn decode_part(
                     grist_tensor::warm(group.iter().map(|r| &r.payload[..]));
                     for r in group {
                         if let Some((at, stored)) = &r.crc {
-                            let computed = grist_ffrecord::crc32(&r.payload);
-                            if computed != *stored {
-                                return Err(grist_ffrecord::Error::SampleChecksum {
-                                    at: at.clone(),
-                                    stored: *stored,
-                                    computed,
-                                }
-                                .into());
-                            }
+                            grist_ffrecord::check_sample(&r.payload, *stored, || at.clone())?;
                         }
                         decoder.decode_record(&ctx.inputs[r.input].name, r, out)?;
                     }
