@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use grist_tensor::{Limits, WARM_GROUP, warm};
+use grist_tensor::{Limits, prefetch_ahead};
 
 use crate::error::{Error, Result, SampleAt};
 use crate::header::{FileHeader, HeaderDecoder, PREFIX_LEN, check_sample, encode_header};
@@ -150,6 +150,11 @@ pub struct Sample {
     /// Its bytes (a slice of a buffer shared with the other samples of
     /// the same read, or of the file's memory map).
     pub data: Bytes,
+    /// Its CRC-32 as stored in its file's header (checked against
+    /// [`data`](Self::data) unless read with
+    /// [`read_unchecked`](FfrReader::read_unchecked) or without
+    /// [`check_data`](ReaderOptions::with_check_data)).
+    pub crc: u32,
 }
 
 /// Where a file's bytes come from.
@@ -447,31 +452,42 @@ impl FfrReader {
                 });
                 break;
             }
+            let crc = inner.files[f].header.checksums()[local as usize];
             wants.push(Want {
                 file: f,
                 local,
                 index,
                 start: range.start,
                 end: range.end,
+                crc,
             });
         }
-        let mut data = self.fetch(&wants)?.into_iter();
+        let mut data = self.fetch(&wants)?;
         let mut out = Vec::with_capacity(wants.len());
-        for group in wants.chunks(WARM_GROUP) {
+        // Mapped samples come in from memory while the samples before
+        // them are checked, not one by one as the checks reach them.
+        // (Samples read with pread were just copied, and are in cache.)
+        let prefetching = check_data
+            && inner
+                .backings
+                .iter()
+                .any(|b| matches!(b, Backing::Bytes(_)));
+        for (k, w) in wants.iter().enumerate() {
+            if prefetching {
+                prefetch_ahead(k, |i| data.get(i).map(|d| &d[..]));
+            }
+            let Some(d) = data.get_mut(k).map(std::mem::take) else {
+                break;
+            };
+            let at = self.at(w.file, w.local, w.index);
             if check_data {
-                // Mapped samples come in from memory together, not one
-                // by one as the checks reach them.
-                let ahead = data.as_slice();
-                warm(ahead[..group.len().min(ahead.len())].iter().map(|d| &d[..]));
+                check_sample(&d, w.crc, || at.clone())?;
             }
-            for (w, data) in group.iter().zip(data.by_ref()) {
-                let at = self.at(w.file, w.local, w.index);
-                if check_data {
-                    let stored = inner.files[w.file].header.checksums()[w.local as usize];
-                    check_sample(&data, stored, || at.clone())?;
-                }
-                out.push(Sample { at, data });
-            }
+            out.push(Sample {
+                at,
+                data: d,
+                crc: w.crc,
+            });
         }
         match later {
             Some(e) => Err(e),
@@ -640,6 +656,8 @@ struct Want {
     index: u64,
     start: u64,
     end: u64,
+    /// The sample's CRC-32, as stored.
+    crc: u32,
 }
 
 /// One `pread` of a batch read: bytes `start..end` of `file` into the

@@ -206,9 +206,10 @@ fn zero_length_samples_have_their_checksum_checked() {
 
 #[test]
 fn a_bad_sample_past_the_first_groups_of_a_batch_is_found() {
-    // Checked batches load their samples in groups before checking them:
-    // a bad sample deep in a long batch is still the one reported, in
-    // the order asked, and the samples around it read back whole.
+    // Checked batches of in-memory samples prefetch the samples ahead of
+    // the one they check: a bad sample deep in a long batch is still the
+    // one reported, in the order asked, and the samples around it read
+    // back whole.
     let n = 200usize;
     let samples: Vec<Vec<u8>> = (0..n).map(|i| vec![i as u8; 100 + i % 7]).collect();
     let header_len = 12 + 12 * n as i64;

@@ -189,15 +189,7 @@ impl Gather {
                         bytes += s.data.len() as u64;
                         // Not checked by the reader: the parse threads
                         // check them.
-                        let stored = reader
-                            .files()
-                            .get(input)
-                            .and_then(|f| f.header().checksums().get(record as usize));
-                        let crc = if deferred {
-                            stored.map(|&c| (s.at, c))
-                        } else {
-                            None
-                        };
+                        let crc = deferred.then_some((s.at, s.crc));
                         Record {
                             input,
                             record,

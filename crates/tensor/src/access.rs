@@ -113,11 +113,135 @@ pub fn warm<'a>(slices: impl IntoIterator<Item = &'a [u8]>) {
     std::hint::black_box(x);
 }
 
+/// How many records ahead of its work [`prefetch_ahead`] asks for a
+/// record's lines to be brought into the core's L2 cache.
+pub const PREFETCH_FAR: usize = 8;
+
+/// How many records ahead of its work [`prefetch_ahead`] asks for a
+/// record's lines to be brought from L2 into L1.
+pub const PREFETCH_NEAR: usize = 2;
+
+/// Prefetching for a walk over records at random places of memory (a CRC
+/// pass or a parse over samples of a memory map): call it with `at`, the
+/// position of the record about to be worked on, before working on it;
+/// `record(i)` gives record `i` of the walk, or `None` past its end.
+///
+/// It asks the core to start loading the lines of record `at +`
+/// [`PREFETCH_FAR`] into L2 and those of record `at +` [`PREFETCH_NEAR`]
+/// into L1, and returns at once (at `at == 0` it first asks for the
+/// records before those). The lines then arrive while the records before
+/// them are worked on, many at once, instead of one by one as the work
+/// reaches them; the two distances let far more lines be on their way
+/// than the L1 cache alone can wait for. Unlike [`warm`], whose loads hold
+/// up the work behind them until they arrive, nothing waits.
+///
+/// On prod19-shaped FFRecord samples mapped from the page cache, CRC
+/// checks of batches of 256 random samples ran 1.6x as fast as with
+/// groups of 64 warmed first (`benches/ffrecord.rs`).
+///
+/// Prefetches are hints: they change no memory and cannot fault. On
+/// targets other than x86-64 this does nothing.
+///
+/// ```
+/// let records: Vec<Vec<u8>> = (0..20).map(|i| vec![i as u8; 300]).collect();
+/// let mut sum = 0u64;
+/// for (at, r) in records.iter().enumerate() {
+///     grist_tensor::prefetch_ahead(at, |i| records.get(i).map(|r| &r[..]));
+///     sum += r.iter().map(|&b| u64::from(b)).sum::<u64>();
+/// }
+/// assert_eq!(sum, 300 * (0..20).sum::<u64>());
+/// ```
+#[inline]
+pub fn prefetch_ahead<'a>(at: usize, record: impl Fn(usize) -> Option<&'a [u8]>) {
+    if at == 0 {
+        for i in 0..PREFETCH_FAR {
+            match record(i) {
+                Some(r) => prefetch(r, i < PREFETCH_NEAR),
+                None => return,
+            }
+        }
+    }
+    if let Some(r) = record(at + PREFETCH_FAR) {
+        prefetch(r, false);
+    }
+    if let Some(r) = record(at + PREFETCH_NEAR) {
+        prefetch(r, true);
+    }
+}
+
+/// Asks the core to start loading every 64-byte cache line of `data`: into
+/// L1 when `near`, else into L2.
+#[inline]
+fn prefetch(data: &[u8], near: bool) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _MM_HINT_T2, _mm_prefetch};
+        for line in data.chunks(64) {
+            let p = line.as_ptr().cast::<i8>();
+            #[allow(unsafe_code)]
+            // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 core
+            // has. A prefetch is a hint: it reads nothing the program can
+            // see, writes nothing and never faults; `p` is the address of
+            // a live, non-empty slice besides.
+            unsafe {
+                if near {
+                    _mm_prefetch::<_MM_HINT_T0>(p);
+                } else {
+                    _mm_prefetch::<_MM_HINT_T2>(p);
+                }
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (data, near);
+}
+
 #[cfg(test)]
 #[allow(unsafe_code)]
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn prefetching_changes_nothing() {
+        // Empty, shorter than a line, unaligned, and longer than a line;
+        // from the heap and from a map.
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
+        let pieces = [
+            &data[..0],
+            &data[..1],
+            &data[3..70],
+            &data[..],
+            &data[999..],
+        ];
+        for near in [true, false] {
+            for s in pieces {
+                prefetch(s, near);
+            }
+        }
+        // Walks shorter and longer than the distances ahead.
+        for n in [0, 1, PREFETCH_NEAR + 1, PREFETCH_FAR + 3] {
+            for at in 0..n {
+                prefetch_ahead(at, |i| {
+                    pieces.get(i % pieces.len()).filter(|_| i < n).copied()
+                });
+            }
+        }
+        assert!(
+            data.iter()
+                .enumerate()
+                .all(|(i, &b)| b == (i as u32 * 7) as u8)
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, &data).unwrap();
+        // SAFETY: the file lives in this test's own folder; nothing
+        // writes to it while it is mapped.
+        let mapped = unsafe { Access::mmap() };
+        let bytes = mapped.map(&File::open(&path).unwrap()).unwrap().unwrap();
+        prefetch_ahead(0, |i| (i < 3).then(|| &bytes[i..]));
+        assert_eq!(&bytes[..], &data[..]);
+    }
 
     #[test]
     fn maps_a_file_only_when_asked() {

@@ -49,7 +49,7 @@ pub mod synth;
 mod tensor;
 pub mod varint;
 
-pub use access::{Access, WARM_GROUP, warm};
+pub use access::{Access, PREFETCH_FAR, PREFETCH_NEAR, WARM_GROUP, prefetch_ahead, warm};
 pub use builder::{
     BatchBuilder, BuilderColumn, ColumnBuilder, DenseBuilder, PaddedBuilder, PartitionBuffer,
     PartitionKind, RaggedBuilder, SparseBuilder,
