@@ -429,16 +429,16 @@ fn decode_part(
                 pieces.push(out_piece);
             }
             Source::Records(records) => {
-                for group in records[rows].chunks(grist_tensor::WARM_GROUP) {
-                    // Mapped records come in from memory together, not
-                    // one by one as the checks and the parse reach them.
-                    grist_tensor::warm(group.iter().map(|r| &r.payload[..]));
-                    for r in group {
-                        if let Some((at, stored)) = &r.crc {
-                            grist_ffrecord::check_sample(&r.payload, *stored, || at.clone())?;
-                        }
-                        decoder.decode_record(&ctx.inputs[r.input].name, r, out)?;
+                let records = &records[rows];
+                for (k, r) in records.iter().enumerate() {
+                    // Mapped records come in from memory while the ones
+                    // before them are checked and parsed, not one by one
+                    // as the work reaches them.
+                    grist_tensor::prefetch_ahead(k, |i| records.get(i).map(|r| &r.payload[..]));
+                    if let Some((at, stored)) = &r.crc {
+                        grist_ffrecord::check_sample(&r.payload, *stored, || at.clone())?;
                     }
+                    decoder.decode_record(&ctx.inputs[r.input].name, r, out)?;
                 }
             }
         }
