@@ -24,7 +24,10 @@
 //! decode time to its records and inflated bytes (older batches weighing
 //! less), and the batch's wall time beyond its longest part as the
 //! overhead of running that many threads (waking them, joining them,
-//! appending their columns). Contention with other processes shows up as
+//! appending their columns): the median of the last
+//! [`OVERHEAD_WINDOW`] batches, so that one slow batch (the first, with
+//! the threads' memory still to fault in; one the host preempted) does
+//! not keep a thread count away for hundreds of batches. Contention with other processes shows up as
 //! slower parts at higher thread counts, so the choice follows the
 //! machine's actual state.
 //!
@@ -41,6 +44,7 @@
 //! assert_eq!(p.parts[0][0].rows, 0..2048);
 //! ```
 
+use std::collections::VecDeque;
 use std::ops::Range;
 
 /// One unit of a batch's work, in batch order.
@@ -339,8 +343,8 @@ pub struct Calibrator {
     /// Per thread count: the weighted sums of the least-squares fit
     /// (features scaled by `SCALE`).
     fits: Vec<Fit>,
-    /// Per thread count: whether an overhead was measured yet.
-    seen: Vec<bool>,
+    /// Per thread count: the overheads of its last batches, oldest first.
+    overheads: Vec<VecDeque<f64>>,
 }
 
 /// Feature scales: the model's costs per 100 records and per 100 KB, so
@@ -348,8 +352,15 @@ pub struct Calibrator {
 const SCALE: [f64; 2] = [100.0, 100e3];
 /// How much the previous observations keep of their weight per new one.
 const FORGET: f64 = 0.97;
-/// How fast the overhead estimate follows new measurements.
-const OVERHEAD_RATE: f64 = 0.2;
+/// How many of a thread count's last batches its overhead is the median
+/// of.
+///
+/// An average followed every outlier: in a trace of an OFRecord shuffle
+/// the second batch (threads just started) measured 3.6 ms of overhead
+/// against a typical 0.25 ms, and with two threads tried for only a few
+/// batches in every 128 the estimate took 500 batches to come down, all
+/// decoded with one thread at 0.7x the speed of two.
+pub const OVERHEAD_WINDOW: usize = 15;
 
 /// Minimises `θᵀAθ − 2bᵀθ` over `θ ≥ 0` (`a` symmetric, its diagonal at
 /// least the ridge): the plain solution when neither coordinate is
@@ -399,7 +410,7 @@ impl Calibrator {
         let n = max_threads.max(1);
         Calibrator {
             fits: vec![Fit::default(); n],
-            seen: vec![false; n],
+            overheads: vec![VecDeque::with_capacity(OVERHEAD_WINDOW); n],
         }
     }
 
@@ -438,14 +449,19 @@ impl Calibrator {
         model.per_record[t - 1] = theta[0] / SCALE[0];
         model.per_inflated_byte[t - 1] = theta[1] / SCALE[1];
         let longest = parts.iter().map(|p| p.seconds).fold(0.0, f64::max);
-        let overhead = (wall - longest).max(0.0);
-        let o = &mut model.overhead[t - 1];
-        *o = if self.seen[t - 1] {
-            *o + OVERHEAD_RATE * (overhead - *o)
+        let recent = &mut self.overheads[t - 1];
+        if recent.len() == OVERHEAD_WINDOW {
+            recent.pop_front();
+        }
+        recent.push_back((wall - longest).max(0.0));
+        let mut sorted: Vec<f64> = recent.iter().copied().collect();
+        sorted.sort_unstable_by(f64::total_cmp);
+        let mid = sorted.len() / 2;
+        model.overhead[t - 1] = if sorted.len() % 2 == 1 {
+            sorted[mid]
         } else {
-            overhead
+            0.5 * (sorted[mid - 1] + sorted[mid])
         };
-        self.seen[t - 1] = true;
         // Thread counts not measured yet start from what was measured at
         // the nearest one below.
         for u in t..self.fits.len() {
@@ -458,6 +474,10 @@ impl Calibrator {
 
     /// Whether `threads` threads were measured at least once.
     pub fn measured(&self, threads: usize) -> bool {
-        threads >= 1 && self.seen.get(threads - 1).copied().unwrap_or(false)
+        threads >= 1
+            && self
+                .overheads
+                .get(threads - 1)
+                .is_some_and(|o| !o.is_empty())
     }
 }

@@ -1127,7 +1127,11 @@ impl Loader {
             source,
         })?;
         let threads = done.timings.len().max(1);
-        if threads == self.acc.last_threads {
+        // Not learnt from: the first batch of a run of a thread count
+        // (threads just woken, caches cold), and the loader's first
+        // batches (the threads' memory still to fault in: 3-4x the time
+        // of the batches after).
+        if threads == self.acc.last_threads && self.acc.batches >= WARMUP_BATCHES {
             self.calibrator
                 .observe(&mut self.model, &done.timings, done.wall);
         }
@@ -1146,6 +1150,9 @@ impl Loader {
 
 /// How many batches in a row autotune gives a thread count it is trying.
 const TRIAL_RUN: u64 = 4;
+
+/// How many of the loader's first batches autotune does not learn from.
+const WARMUP_BATCHES: u64 = 2;
 
 fn unexpected(item: &Item) -> Error {
     Error::ThreadPanicked {
