@@ -10,8 +10,10 @@
 //! the thread count, which keeps batches bit for bit reproducible under
 //! autotuning — splitting an item between two parts at a row boundary
 //! where its rows can be addressed one by one ([`WorkItem::splittable`]),
-//! keeping it whole otherwise. [`spread`] finds the cut that minimises the
-//! longest part exactly (the threads then finish together, to one row);
+//! keeping it whole otherwise. [`spread_weighted`] finds the cut that
+//! minimises the longest part (the threads then finish together, to one
+//! row), each thread's part weighed by how much slower than the others
+//! that thread has been decoding ([`CostModel::skew`]);
 //! [`plan`] picks the `t` minimising
 //!
 //! ```text
@@ -27,9 +29,10 @@
 //! appending their columns): the median of the last
 //! [`OVERHEAD_WINDOW`] batches, so that one slow batch (the first, with
 //! the threads' memory still to fault in; one the host preempted) does
-//! not keep a thread count away for hundreds of batches. Contention with other processes shows up as
-//! slower parts at higher thread counts, so the choice follows the
-//! machine's actual state.
+//! not keep a thread count away for hundreds of batches; and each part's
+//! time against the others' as that thread's skew. Contention with other
+//! processes shows up as slower parts at higher thread counts, so the
+//! choice follows the machine's actual state.
 //!
 //! ```
 //! use grist_loader::autotune::{CostModel, WorkItem, plan};
@@ -91,6 +94,13 @@ pub struct CostModel {
     pub per_inflated_byte: Vec<f64>,
     /// Seconds a batch costs beyond its longest part with `t` threads.
     pub overhead: Vec<f64>,
+    /// Per thread count `t`: how much slower than the model's cost each
+    /// of the `t` parts of a batch decodes (part 0 is the loader's own
+    /// thread; their mean is 1). Threads are not alike: a parse thread
+    /// that shares its core with the prefetch thread, or is woken late,
+    /// runs behind, and giving every thread the same cost leaves the
+    /// others waiting for it.
+    pub skew: Vec<Vec<f64>>,
 }
 
 /// The coefficients before anything is measured: 1 µs per record, 2 ns
@@ -121,6 +131,7 @@ impl CostModel {
             per_record: vec![per_record; n],
             per_inflated_byte: vec![per_inflated_byte; n],
             overhead: (1..=n).map(overhead).collect(),
+            skew: (1..=n).map(|t| vec![1.0; t]).collect(),
         }
     }
 
@@ -135,6 +146,11 @@ impl CostModel {
         self.per_record[t] * item.records as f64
             + self.per_inflated_byte[t] * item.inflate_bytes as f64
     }
+
+    /// The parts' [`skew`](Self::skew) with `threads` threads.
+    pub fn skew(&self, threads: usize) -> &[f64] {
+        &self.skew[threads.clamp(1, self.max_threads()) - 1]
+    }
 }
 
 /// Picks the thread count minimising `longest part + overhead` (the fewer
@@ -145,7 +161,7 @@ pub fn plan(items: &[WorkItem], model: &CostModel) -> Plan {
     let mut best: Option<Plan> = None;
     for t in 1..=max {
         let costs: Vec<f64> = items.iter().map(|i| model.cost(t, i)).collect();
-        let (parts, longest) = spread(items, &costs, t);
+        let (parts, longest) = spread_weighted(items, &costs, model.skew(t));
         let threads = parts.len().max(1);
         let predicted = longest + model.overhead[threads - 1];
         if best.as_ref().is_none_or(|b| predicted < b.predicted) {
@@ -168,18 +184,43 @@ pub fn plan(items: &[WorkItem], model: &CostModel) -> Plan {
 /// Cuts `items` (with costs `costs`) into at most `threads` contiguous
 /// parts minimising the longest part, splitting splittable items at row
 /// boundaries; returns the parts (none empty) and the longest part's cost.
-///
-/// Exact: for a bound `M`, filling each part greedily up to `M` (taking
-/// as many rows of a splittable item as fit, starting a new part before
-/// an item that does not) uses the fewest parts of any cut whose parts
-/// stay within `M`, so the smallest `M` the greedy fill meets with
-/// `threads` parts — found by bisection between the lower bound
-/// `max(total / threads, largest whole item, costliest row)` and the
-/// total — is the optimum.
+/// [`spread_weighted`] with every thread alike.
 pub fn spread(items: &[WorkItem], costs: &[f64], threads: usize) -> (Vec<Vec<Piece>>, f64) {
-    let threads = threads.max(1);
+    spread_weighted(items, costs, &vec![1.0; threads.max(1)])
+}
+
+/// Cuts `items` (with costs `costs`) into at most `weights.len()`
+/// contiguous parts, part `k` costing `weights[k]` times the costs of what
+/// it holds, minimising the costliest part; splits splittable items at
+/// row boundaries. Returns the parts (none empty, in order: part `k` for
+/// thread `k`) and the costliest part's cost.
+///
+/// For a bound `M`, each part `k` is filled greedily up to
+/// `M / weights[k]` (as many rows of a splittable item as fit, a new part
+/// started before a whole item that does not); the smallest `M` the fill
+/// meets with the parts there are is found by bisection between a lower
+/// bound and a cut that fits. With equal weights, or splittable items, the
+/// greedy fill covers the longest prefix of the items any cut within `M`
+/// covers, so the cut is optimal; with unequal weights a whole item too
+/// costly for the part it would open is not put off to a later one, so the
+/// cut may then be longer than the best.
+pub fn spread_weighted(
+    items: &[WorkItem],
+    costs: &[f64],
+    weights: &[f64],
+) -> (Vec<Vec<Piece>>, f64) {
+    let ones = [1.0];
+    let weights = if weights.is_empty() {
+        &ones[..]
+    } else {
+        weights
+    };
     let total: f64 = costs.iter().sum();
-    let mut lower = total / threads as f64;
+    let fastest = weights.iter().copied().fold(f64::INFINITY, f64::min);
+    let slowest = weights.iter().copied().fold(0.0, f64::max);
+    // Every part ending at its bound; every row or whole item in the
+    // fastest part at least.
+    let mut lower = total / weights.iter().map(|w| 1.0 / w).sum::<f64>();
     for (item, &c) in items.iter().zip(costs) {
         if item.records == 0 {
             continue;
@@ -189,13 +230,14 @@ pub fn spread(items: &[WorkItem], costs: &[f64], threads: usize) -> (Vec<Vec<Pie
         } else {
             c
         };
-        lower = lower.max(unit);
+        lower = lower.max(unit * fastest);
     }
-    let fits = |m: f64| fill(items, costs, m, threads, None);
+    let fits = |m: f64| fill(items, costs, m, weights, None);
     let m = if total <= 0.0 || fits(lower) {
         lower
     } else {
-        let (mut lo, mut hi) = (lower, total.max(lower));
+        // Everything in the slowest part fits.
+        let (mut lo, mut hi) = (lower, (total * slowest).max(lower));
         for _ in 0..100 {
             if hi - lo <= hi * 1e-12 {
                 break;
@@ -209,12 +251,14 @@ pub fn spread(items: &[WorkItem], costs: &[f64], threads: usize) -> (Vec<Vec<Pie
         }
         hi
     };
-    let mut parts = Vec::with_capacity(threads);
-    fill(items, costs, m, threads, Some(&mut parts));
+    let mut parts = Vec::with_capacity(weights.len());
+    fill(items, costs, m, weights, Some(&mut parts));
     let longest = parts
         .iter()
-        .map(|p: &Vec<Piece>| {
-            p.iter()
+        .zip(weights)
+        .map(|(p, w): (&Vec<Piece>, &f64)| {
+            w * p
+                .iter()
                 .map(|piece| {
                     let item = &items[piece.item];
                     costs[piece.item] * (piece.rows.end - piece.rows.start) as f64
@@ -226,17 +270,20 @@ pub fn spread(items: &[WorkItem], costs: &[f64], threads: usize) -> (Vec<Vec<Pie
     (parts, longest)
 }
 
-/// The greedy fill with bound `m`: true when it needs at most `threads`
-/// parts. With `out`, records the parts.
+/// The greedy fill with bound `m` (part `k` holding costs up to
+/// `m / weights[k]`): true when it needs at most `weights.len()` parts.
+/// With `out`, records the parts.
 fn fill(
     items: &[WorkItem],
     costs: &[f64],
     m: f64,
-    threads: usize,
+    weights: &[f64],
     mut out: Option<&mut Vec<Vec<Piece>>>,
 ) -> bool {
+    let threads = weights.len();
     // A relative tolerance so that float sums equal to `m` fit.
-    let limit = m * (1.0 + 1e-9) + f64::MIN_POSITIVE;
+    let bound = |part: usize| m / weights[part - 1] * (1.0 + 1e-9) + f64::MIN_POSITIVE;
+    let mut limit = bound(1);
     let mut parts = 1usize;
     let mut load = 0.0f64;
     let mut current: Vec<Piece> = Vec::new();
@@ -263,6 +310,10 @@ fn fill(
                     return false;
                 }
                 load = 0.0;
+                limit = bound(parts);
+                if c > limit {
+                    return false;
+                }
             }
             load += c;
             push(
@@ -296,6 +347,7 @@ fn fill(
                         return false;
                     }
                     load = 0.0;
+                    limit = bound(parts);
                     new_part = true;
                     continue;
                 }
@@ -343,8 +395,38 @@ pub struct Calibrator {
     /// Per thread count: the weighted sums of the least-squares fit
     /// (features scaled by `SCALE`).
     fits: Vec<Fit>,
-    /// Per thread count: the overheads of its last batches, oldest first.
-    overheads: Vec<VecDeque<f64>>,
+    /// Per thread count: the overheads of its last batches.
+    overheads: Vec<Window>,
+    /// Per thread count, per part: how much slower than the batch's mean
+    /// that part decoded in the last batches.
+    skews: Vec<Vec<Window>>,
+}
+
+/// The last [`OVERHEAD_WINDOW`] values of a measurement, and their median.
+#[derive(Clone, Debug, Default)]
+struct Window(VecDeque<f64>);
+
+impl Window {
+    fn push(&mut self, x: f64) {
+        if self.0.len() == OVERHEAD_WINDOW {
+            self.0.pop_front();
+        }
+        self.0.push_back(x);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn median(&self) -> f64 {
+        let mut sorted: Vec<f64> = self.0.iter().copied().collect();
+        sorted.sort_unstable_by(f64::total_cmp);
+        match sorted.len() {
+            0 => 1.0,
+            n if n % 2 == 1 => sorted[n / 2],
+            n => 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]),
+        }
+    }
 }
 
 /// Feature scales: the model's costs per 100 records and per 100 KB, so
@@ -352,8 +434,8 @@ pub struct Calibrator {
 const SCALE: [f64; 2] = [100.0, 100e3];
 /// How much the previous observations keep of their weight per new one.
 const FORGET: f64 = 0.97;
-/// How many of a thread count's last batches its overhead is the median
-/// of.
+/// How many of a thread count's last batches its overhead (and each
+/// part's [`skew`](CostModel::skew)) is the median of.
 ///
 /// An average followed every outlier: in a trace of an OFRecord shuffle
 /// the second batch (threads just started) measured 3.6 ms of overhead
@@ -410,7 +492,8 @@ impl Calibrator {
         let n = max_threads.max(1);
         Calibrator {
             fits: vec![Fit::default(); n],
-            overheads: vec![VecDeque::with_capacity(OVERHEAD_WINDOW); n],
+            overheads: vec![Window::default(); n],
+            skews: (1..=n).map(|t| vec![Window::default(); t]).collect(),
         }
     }
 
@@ -449,19 +532,27 @@ impl Calibrator {
         model.per_record[t - 1] = theta[0] / SCALE[0];
         model.per_inflated_byte[t - 1] = theta[1] / SCALE[1];
         let longest = parts.iter().map(|p| p.seconds).fold(0.0, f64::max);
-        let recent = &mut self.overheads[t - 1];
-        if recent.len() == OVERHEAD_WINDOW {
-            recent.pop_front();
+        self.overheads[t - 1].push((wall - longest).max(0.0));
+        model.overhead[t - 1] = self.overheads[t - 1].median();
+        // Each part's time over the model's cost for it, against the
+        // mean of the parts.
+        let slowness: Vec<f64> = parts
+            .iter()
+            .map(|p| {
+                let cost = model.per_record[t - 1] * p.records as f64
+                    + model.per_inflated_byte[t - 1] * p.inflate_bytes as f64;
+                p.seconds / cost
+            })
+            .collect();
+        let mean = slowness.iter().sum::<f64>() / slowness.len().max(1) as f64;
+        if t > 1 && parts.len() == t && slowness.iter().all(|x| x.is_finite() && *x > 0.0) {
+            for (window, x) in self.skews[t - 1].iter_mut().zip(&slowness) {
+                window.push(x / mean);
+            }
+            let skew: Vec<f64> = self.skews[t - 1].iter().map(Window::median).collect();
+            let mean = skew.iter().sum::<f64>() / t as f64;
+            model.skew[t - 1] = skew.iter().map(|x| x / mean).collect();
         }
-        recent.push_back((wall - longest).max(0.0));
-        let mut sorted: Vec<f64> = recent.iter().copied().collect();
-        sorted.sort_unstable_by(f64::total_cmp);
-        let mid = sorted.len() / 2;
-        model.overhead[t - 1] = if sorted.len() % 2 == 1 {
-            sorted[mid]
-        } else {
-            0.5 * (sorted[mid - 1] + sorted[mid])
-        };
         // Thread counts not measured yet start from what was measured at
         // the nearest one below.
         for u in t..self.fits.len() {

@@ -944,7 +944,7 @@ impl Loader {
         match fixed {
             Some(t) => {
                 let costs: Vec<f64> = items.iter().map(|i| self.model.cost(t, i)).collect();
-                let (parts, longest) = autotune::spread(items, &costs, t);
+                let (parts, longest) = autotune::spread_weighted(items, &costs, self.model.skew(t));
                 let threads = parts.len().max(1);
                 Plan {
                     threads,

@@ -2,7 +2,9 @@
 //! count and spread are optimal for the model, and calibration recovers
 //! the costs that produced the timings. No wall clock is involved.
 
-use grist_loader::autotune::{Calibrator, CostModel, PartTiming, WorkItem, plan, spread};
+use grist_loader::autotune::{
+    Calibrator, CostModel, PartTiming, WorkItem, plan, spread, spread_weighted,
+};
 
 /// A small deterministic generator for the instances.
 struct Lcg(u64);
@@ -61,6 +63,33 @@ fn optimum(e: &[f64], t: usize) -> f64 {
     (1..=t).map(|k| best[k][n]).fold(f64::INFINITY, f64::min)
 }
 
+/// The optimal costliest part of a cut of `e` into contiguous parts, part
+/// `k` costing `w[k]` times its elements, none empty but the last ones,
+/// by dynamic programming over every cut.
+fn optimum_weighted(e: &[f64], w: &[f64]) -> f64 {
+    let n = e.len();
+    let mut prefix = vec![0.0; n + 1];
+    for i in 0..n {
+        prefix[i + 1] = prefix[i] + e[i];
+    }
+    // best[k][i]: the first i elements in exactly k non-empty parts.
+    let mut best = vec![vec![f64::INFINITY; n + 1]; w.len() + 1];
+    best[0][0] = 0.0;
+    for k in 1..=w.len() {
+        for i in 1..=n {
+            for j in 0..i {
+                let v = best[k - 1][j].max(w[k - 1] * (prefix[i] - prefix[j]));
+                if v < best[k][i] {
+                    best[k][i] = v;
+                }
+            }
+        }
+    }
+    (1..=w.len())
+        .map(|k| best[k][n])
+        .fold(f64::INFINITY, f64::min)
+}
+
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-7 * a.abs().max(b.abs()) + 1e-15
 }
@@ -112,6 +141,93 @@ fn spread_is_the_optimal_contiguous_cut() {
             );
         }
     }
+}
+
+#[test]
+fn weighted_spread_is_the_optimal_cut_of_splittable_work() {
+    // Threads of unequal speed (part k costing w[k] times its rows): the
+    // slower ones get fewer rows, and the costliest part is the least any
+    // cut gives them.
+    let mut rng = Lcg(9);
+    for case in 0..200 {
+        let items: Vec<WorkItem> = (0..1 + rng.below(5))
+            .map(|_| WorkItem {
+                records: 1 + rng.below(30),
+                inflate_bytes: 0,
+                splittable: true,
+            })
+            .collect();
+        let costs: Vec<f64> = items
+            .iter()
+            .map(|i| (1 + rng.below(3)) as f64 * 1e-6 * i.records as f64)
+            .collect();
+        let weights: Vec<f64> = (0..1 + rng.below(4))
+            .map(|_| 0.7 + rng.below(600) as f64 / 1000.0)
+            .collect();
+        let (parts, longest) = spread_weighted(&items, &costs, &weights);
+        assert!(!parts.is_empty() && parts.len() <= weights.len());
+        let mut rows = 0;
+        for (part, w) in parts.iter().zip(&weights) {
+            let cost: f64 = part
+                .iter()
+                .map(|p| {
+                    costs[p.item] * (p.rows.end - p.rows.start) as f64
+                        / items[p.item].records as f64
+                })
+                .sum();
+            assert!(w * cost <= longest * (1.0 + 1e-9), "case {case}");
+            rows += part.iter().map(|p| p.rows.end - p.rows.start).sum::<u64>();
+        }
+        assert_eq!(rows, items.iter().map(|i| i.records).sum::<u64>());
+        let want = optimum_weighted(&elements(&items, &costs), &weights);
+        assert!(
+            close(longest, want),
+            "case {case}, weights {weights:?}: {longest} vs {want}"
+        );
+    }
+}
+
+#[test]
+fn a_slower_thread_gets_fewer_rows() {
+    // Part 1 (the pool's thread) decodes 25% slower than part 0 (the
+    // loader's): calibration learns it, and the two then finish together.
+    let mut model = CostModel::new(2);
+    let mut cal = Calibrator::new(2);
+    let batch = [WorkItem {
+        records: 1024,
+        inflate_bytes: 0,
+        splittable: true,
+    }];
+    let speed = [1.0, 1.25];
+    let mut times = [0.0; 2];
+    for _ in 0..40 {
+        let p = plan(&batch, &model);
+        assert_eq!(p.threads, 2);
+        let parts: Vec<PartTiming> = p
+            .parts
+            .iter()
+            .zip(speed)
+            .map(|(pieces, s)| {
+                let records: u64 = pieces.iter().map(|p| p.rows.end - p.rows.start).sum();
+                PartTiming {
+                    records,
+                    inflate_bytes: 0,
+                    seconds: s * 1e-6 * records as f64,
+                }
+            })
+            .collect();
+        times = [parts[0].seconds, parts[1].seconds];
+        let longest = times[0].max(times[1]);
+        cal.observe(&mut model, &parts, longest + 20e-6);
+    }
+    // Within a row of each other (1.25 µs), where an even cut leaves the
+    // loader's thread waiting 128 µs.
+    assert!(
+        (times[0] - times[1]).abs() <= 1.3e-6,
+        "{times:?}: {model:?}"
+    );
+    let skew = model.skew(2);
+    assert!((skew[1] / skew[0] - 1.25).abs() < 1e-6, "{model:?}");
 }
 
 #[test]
