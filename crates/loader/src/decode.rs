@@ -329,10 +329,6 @@ fn check_data_crcs(
     Ok(())
 }
 
-/// How many pieces of a part [`decode_part`] loads from memory ahead of
-/// decoding them.
-const WARM_PIECES: usize = 8;
-
 /// The longest piece [`short_piece_bytes`] gives: longer runs of records
 /// are read as a stream, which the hardware fetches ahead on its own.
 const WARM_PIECE_MAX: usize = 32 << 10;
@@ -340,10 +336,10 @@ const WARM_PIECE_MAX: usize = 32 << 10;
 /// The bytes that a short piece of a chunk (a few rows that a shuffled
 /// batch takes from a buffered chunk) decodes: exactly for framed chunks,
 /// the rows' share of the data for Avro blocks, whose records are found by
-/// decoding. Warming them with the next pieces' lets a batch drawn from
-/// hundreds of chunks wait for memory once per group of pieces instead of
-/// at every piece's first bytes. `None` for compressed chunks, records read
-/// by number (warmed as they are checked) and long pieces.
+/// decoding. Prefetching them a few pieces ahead lets a batch drawn from
+/// hundreds of chunks find each piece in cache instead of waiting for
+/// memory at every piece's first bytes. `None` for compressed chunks,
+/// records read by number (prefetched record by record) and long pieces.
 fn short_piece_bytes<'a>(ctx: &Ctx<'a>, piece: &Piece) -> Option<&'a [u8]> {
     let Source::Chunk {
         chunk,
@@ -386,10 +382,10 @@ fn decode_part(
         seconds: 0.0,
     };
     for (k, piece) in part.iter().enumerate() {
-        if k % WARM_PIECES == 0 {
-            let next = &part[k..part.len().min(k + WARM_PIECES)];
-            grist_tensor::warm(next.iter().filter_map(|p| short_piece_bytes(ctx, p)));
-        }
+        grist_tensor::prefetch_ahead(k, |i| {
+            part.get(i)
+                .map(|p| short_piece_bytes(ctx, p).unwrap_or_default())
+        });
         let work = &ctx.work[piece.item];
         let rows = piece.rows.start as usize..piece.rows.end as usize;
         timing.records += (rows.end - rows.start) as u64;
