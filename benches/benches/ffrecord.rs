@@ -8,11 +8,13 @@
 //! - `sequential_read`: plain `File::read` of the samples' byte range, in
 //!   1 MiB reads (the floor: one copy out of the page cache);
 //! - `random_batch256/check_data`, `random_batch256/no_check`:
-//!   `FfrReader::read` of batches of 256 random sample numbers (a seeded
-//!   permutation of all samples, cut into batches), with positioned reads,
-//!   CRC-32 checks on and off;
+//!   `FfrReader::read_batch` of batches of 256 random sample numbers (a
+//!   seeded permutation of all samples, cut into batches) into one reused
+//!   `SampleBatch`, with positioned reads, CRC-32 checks on and off;
 //! - `random_batch256_mmap/check_data`: the same through the memory-mapped
 //!   mode (`Access::mmap`): no copy, the checks touch the bytes;
+//! - `random_batch256_mmap/check_data_vec`: the same through
+//!   `FfrReader::read`, a `Vec` of `Sample`s per batch;
 //! - `random_pread_plain`: the floor of the positioned-read mode, by hand:
 //!   one `read_exact_at` per sample of each batch into one buffer, no
 //!   checks (what one system call per sample costs).
@@ -31,7 +33,9 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use grist_benches::prod19_examples;
-use grist_ffrecord::{Access, FfrReader, FfrWriter, ReaderOptions, WriterOptions};
+use grist_ffrecord::{
+    Access, FfrReader, FfrWriter, ReaderOptions, Sample, SampleBatch, WriterOptions,
+};
 use grist_tensor::synth::SplitMix64;
 
 const SAMPLES: usize = 40_000;
@@ -73,12 +77,24 @@ fn sequential(path: &Path, start: u64, buf: &mut [u8]) -> u64 {
     }
 }
 
-/// Reads every sample of `reader` in batches of `order`; returns the
-/// number of bytes read.
-fn random(reader: &FfrReader, order: &[u64]) -> u64 {
+/// Reads every sample of `reader` in batches of `order`, into one
+/// reused [`SampleBatch`]; returns the number of bytes read.
+fn random(reader: &FfrReader, order: &[u64], samples: &mut SampleBatch) -> u64 {
     let mut total = 0u64;
     for batch in order.chunks(BATCH) {
-        let samples = reader.read(batch).expect("read");
+        reader.read_batch(batch, samples).expect("read");
+        total += samples.iter().map(|s| s.len() as u64).sum::<u64>();
+        black_box(&samples);
+    }
+    total
+}
+
+/// [`random`] through [`FfrReader::read`]: a `Vec` of [`Sample`]s per
+/// batch, each with its own reference counts.
+fn random_vec(reader: &FfrReader, order: &[u64]) -> u64 {
+    let mut total = 0u64;
+    for batch in order.chunks(BATCH) {
+        let samples: Vec<Sample> = reader.read(batch).expect("read");
         total += samples.iter().map(|s| s.data.len() as u64).sum::<u64>();
         black_box(samples);
     }
@@ -128,7 +144,10 @@ fn reads(c: &mut Criterion) {
     // Page the file in, and check that every benchmark moves the same
     // bytes.
     assert_eq!(sequential(&path, header_len, &mut buf), data_len);
-    assert_eq!(random(&checked, &order), data_len);
+    let mut samples = SampleBatch::default();
+    assert_eq!(random(&checked, &order, &mut samples), data_len);
+    assert_eq!(random(&mapped, &order, &mut samples), data_len);
+    assert_eq!(random_vec(&mapped, &order), data_len);
     assert_eq!(
         plain_pread(&plain, &offsets, &order, &mut batch_buf),
         data_len
@@ -155,13 +174,16 @@ fn reads(c: &mut Criterion) {
             b.iter(|| sequential(&path, header_len, &mut buf))
         });
         group.bench_function("random_batch256/check_data", |b| {
-            b.iter(|| random(&checked, &order))
+            b.iter(|| random(&checked, &order, &mut samples))
         });
         group.bench_function("random_batch256/no_check", |b| {
-            b.iter(|| random(&unchecked, &order))
+            b.iter(|| random(&unchecked, &order, &mut samples))
         });
         group.bench_function("random_batch256_mmap/check_data", |b| {
-            b.iter(|| random(&mapped, &order))
+            b.iter(|| random(&mapped, &order, &mut samples))
+        });
+        group.bench_function("random_batch256_mmap/check_data_vec", |b| {
+            b.iter(|| random_vec(&mapped, &order))
         });
         group.bench_function("random_pread_plain", |b| {
             b.iter(|| plain_pread(&plain, &offsets, &order, &mut batch_buf))

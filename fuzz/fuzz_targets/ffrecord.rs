@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use grist_ffrecord::{
-    Access, Error, FfrReader, FfrWriter, HeaderDecoder, ReaderOptions, WriterOptions, encode_file,
-    parse_header,
+    Access, Error, FfrReader, FfrWriter, HeaderDecoder, ReaderOptions, SampleBatch, WriterOptions,
+    encode_file, parse_header,
 };
 use grist_tensor::{Limits, RecordSource};
 use libfuzzer_sys::fuzz_target;
@@ -35,7 +35,10 @@ struct Outcome {
 
 fn kind(e: Error) -> &'static str {
     // Every data error names its file.
-    assert!(e.file().is_some() || matches!(e, Error::IndexOutOfRange { .. }), "{e}");
+    assert!(
+        e.file().is_some() || matches!(e, Error::IndexOutOfRange { .. }),
+        "{e}"
+    );
     e.kind().name()
 }
 
@@ -64,7 +67,19 @@ fn run(opened: Result<FfrReader, Error>, selector: &[u8]) -> Result<Outcome, &'s
         .map(|&i| samples[i as usize].clone())
         .collect();
     assert_eq!(batch, expected_batch);
-    assert!(matches!(reader.read(&[n]), Err(Error::IndexOutOfRange { .. })));
+    // The same through a reused batch, read twice.
+    let mut reused = SampleBatch::default();
+    for _ in 0..2 {
+        let again = reader
+            .read_batch(&indices, &mut reused)
+            .map(|()| reused.iter().map(<[u8]>::to_vec).collect::<Vec<_>>())
+            .map_err(kind);
+        assert_eq!(again, expected_batch);
+    }
+    assert!(matches!(
+        reader.read(&[n]),
+        Err(Error::IndexOutOfRange { .. })
+    ));
 
     let chunk_bytes = 1 + usize::from(selector.first().copied().unwrap_or(0)) * 16;
     let mut source = reader.source().with_chunk_bytes(chunk_bytes);
@@ -159,7 +174,12 @@ fuzz_target!(|data: &[u8]| {
         // and a file laid out as the original writer does comes back byte
         // for byte.
         let Ok(outcome) = &in_memory else { continue };
-        let Ok(samples) = outcome.samples.iter().cloned().collect::<Result<Vec<_>, _>>() else {
+        let Ok(samples) = outcome
+            .samples
+            .iter()
+            .cloned()
+            .collect::<Result<Vec<_>, _>>()
+        else {
             continue;
         };
         if !check {
@@ -173,7 +193,10 @@ fuzz_target!(|data: &[u8]| {
             !h.is_legacy() && h.offsets()[0] == h.header_len()
         };
         if canonical {
-            assert_eq!(encoded, data, "a canonical layout is rewritten byte for byte");
+            assert_eq!(
+                encoded, data,
+                "a canonical layout is rewritten byte for byte"
+            );
         }
         let out = scratch("rewritten.ffr");
         for count in [Some(samples.len() as u64), None] {

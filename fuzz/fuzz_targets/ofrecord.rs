@@ -169,7 +169,8 @@ fuzz_target!(|input: &[u8]| {
     // The chunk source over the bytes as a part file.
     let path = scratch_dir().join("part-0");
     if std::fs::write(&path, data).is_ok() {
-        let ds = Dataset::from_files([&path]).with_options(ReaderOptions::default().with_limits(limits()));
+        let ds = Dataset::from_files([&path])
+            .with_options(ReaderOptions::default().with_limits(limits()));
         let mut source = OfRecordSource::new(&ds).with_chunk_bytes(16 + usize::from(selector) * 4);
         let mut chunked = Vec::new();
         let chunk_error = loop {
@@ -207,7 +208,10 @@ fuzz_target!(|input: &[u8]| {
                 record.to_json();
                 let canonical = record.encode();
                 let again = Record::parse(&canonical).expect("canonical bytes parse");
-                assert_eq!(again.to_json_with(usize::MAX), record.to_json_with(usize::MAX));
+                assert_eq!(
+                    again.to_json_with(usize::MAX),
+                    record.to_json_with(usize::MAX)
+                );
                 assert_eq!(again.encode(), canonical);
             }
             Err(e) => assert_eq!(e.location(), Some(&at)),

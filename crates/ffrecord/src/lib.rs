@@ -75,6 +75,6 @@ pub use header::{
     FileHeader, HeaderDecoder, PREFIX_LEN, check_sample, crc32, encode_file, encode_header,
     header_len, parse_header,
 };
-pub use reader::{Access, FfrReader, FileInfo, ReaderOptions, Sample, dataset_files};
+pub use reader::{Access, FfrReader, FileInfo, ReaderOptions, Sample, SampleBatch, dataset_files};
 pub use source::FfrSource;
 pub use writer::{FfrWriter, WriteSummary, WriterOptions};

@@ -426,10 +426,70 @@ impl FfrReader {
         self.read_checked(indices, false)
     }
 
+    /// Reads the samples `indices` into `batch` (replacing what it held,
+    /// keeping its memory), in that order, checking each one's CRC-32 if
+    /// the reader checks data: [`read`](Self::read) without a `Vec` of
+    /// [`Sample`]s and a reference count per sample, for a caller that
+    /// reads batch after batch. The samples are slices of one buffer per
+    /// batch (positioned reads) or of the files' maps; they stay valid
+    /// until the next read into `batch`.
+    ///
+    /// Reads, checks and fails as [`read`](Self::read) does; on failure
+    /// `batch` is left empty.
+    ///
+    /// ```
+    /// use grist_ffrecord::{FfrReader, FfrWriter, ReaderOptions, SampleBatch, WriterOptions};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("data.ffr");
+    /// let mut w = FfrWriter::create(&path, WriterOptions::default())?;
+    /// for s in [&b"zero"[..], b"one", b"two"] {
+    ///     w.write_sample(s)?;
+    /// }
+    /// w.finish()?;
+    ///
+    /// let reader = FfrReader::open(&path, ReaderOptions::default())?;
+    /// let mut batch = SampleBatch::default();
+    /// for indices in [[2, 0], [1, 1]] {
+    ///     reader.read_batch(&indices, &mut batch)?;
+    ///     assert_eq!(batch.len(), 2);
+    /// }
+    /// assert_eq!(batch.get(0), Some(&b"one"[..]));
+    /// assert_eq!(batch.at(1).map(|at| at.index), Some(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn read_batch(&self, indices: &[u64], batch: &mut SampleBatch) -> Result<()> {
+        self.read_into(indices, self.inner.options.check_data, batch)
+    }
+
     fn read_checked(&self, indices: &[u64], check_data: bool) -> Result<Vec<Sample>> {
+        let mut batch = SampleBatch::default();
+        self.read_into(indices, check_data, &mut batch)?;
+        Ok((0..batch.len())
+            .filter_map(|i| {
+                Some(Sample {
+                    at: batch.at(i)?,
+                    data: batch.bytes(i)?,
+                    crc: batch.crc(i)?,
+                })
+            })
+            .collect())
+    }
+
+    fn read_into(&self, indices: &[u64], check_data: bool, batch: &mut SampleBatch) -> Result<()> {
+        batch.clear();
+        let result = self.fill(indices, check_data, batch);
+        if result.is_err() {
+            batch.clear();
+        }
+        result
+    }
+
+    fn fill(&self, indices: &[u64], check_data: bool, batch: &mut SampleBatch) -> Result<()> {
         let inner = &*self.inner;
         let limits = inner.options.limits;
-        let mut wants = Vec::with_capacity(indices.len());
+        let wants = &mut batch.entries;
+        wants.reserve(indices.len());
         // An index out of range or a sample over the limit fails the batch,
         // but only after the samples asked for before it (which may fail
         // first).
@@ -460,38 +520,32 @@ impl FfrReader {
                 start: range.start,
                 end: range.end,
                 crc,
+                buffer: 0,
+                at: 0,
             });
         }
-        let mut data = self.fetch(&wants)?;
-        let mut out = Vec::with_capacity(wants.len());
-        // Mapped samples come in from memory while the samples before
-        // them are checked, not one by one as the checks reach them.
-        // (Samples read with pread were just copied, and are in cache.)
-        let prefetching = check_data
-            && inner
+        self.fetch(batch)?;
+        batch.reader = Some(self.clone());
+        if check_data {
+            // Mapped samples come in from memory while the samples before
+            // them are checked, not one by one as the checks reach them.
+            // (Samples read with pread were just copied, and are in cache.)
+            let prefetching = inner
                 .backings
                 .iter()
                 .any(|b| matches!(b, Backing::Bytes(_)));
-        for (k, w) in wants.iter().enumerate() {
-            if prefetching {
-                prefetch_ahead(k, |i| data.get(i).map(|d| &d[..]));
+            for k in 0..batch.entries.len() {
+                if prefetching {
+                    prefetch_ahead(k, |i| batch.get(i));
+                }
+                let w = &batch.entries[k];
+                let data = batch.get(k).unwrap_or_default();
+                check_sample(data, w.crc, || self.at(w.file, w.local, w.index))?;
             }
-            let Some(d) = data.get_mut(k).map(std::mem::take) else {
-                break;
-            };
-            let at = self.at(w.file, w.local, w.index);
-            if check_data {
-                check_sample(&d, w.crc, || at.clone())?;
-            }
-            out.push(Sample {
-                at,
-                data: d,
-                crc: w.crc,
-            });
         }
         match later {
             Some(e) => Err(e),
-            None => Ok(out),
+            None => Ok(()),
         }
     }
 
@@ -503,51 +557,60 @@ impl FfrReader {
         }
     }
 
-    /// The bytes of each wanted sample, in order.
-    fn fetch(&self, wants: &[Want]) -> Result<Vec<Bytes>> {
+    /// Fetches the bytes of each wanted sample of `batch`: where it lands
+    /// (a buffer of `batch.buffers` and an offset there).
+    fn fetch(&self, batch: &mut SampleBatch) -> Result<()> {
         let inner = &*self.inner;
-        let mut out: Vec<Bytes> = Vec::with_capacity(wants.len());
+        let wants = &mut batch.entries;
         // The wanted samples of files read with pread, in file order.
         let mut order: Vec<usize> = Vec::new();
-        for (i, w) in wants.iter().enumerate() {
-            out.push(match &inner.backings[w.file] {
-                Backing::Bytes(b) => b.slice(w.start as usize..w.end as usize),
-                Backing::File(_) => {
-                    order.push(i);
-                    Bytes::new()
+        for (i, w) in wants.iter_mut().enumerate() {
+            match &inner.backings[w.file] {
+                Backing::Bytes(b) => {
+                    // The file's bytes, once per batch.
+                    let found = batch.files.iter().position(|&(f, _)| f == w.file);
+                    w.buffer = match found {
+                        Some(k) => batch.files[k].1,
+                        None => {
+                            batch.buffers.push(b.clone());
+                            let k = batch.buffers.len() - 1;
+                            batch.files.push((w.file, k));
+                            k
+                        }
+                    };
+                    w.at = w.start as usize;
                 }
-            });
+                Backing::File(_) => order.push(i),
+            }
         }
         if order.is_empty() {
-            return Ok(out);
+            return Ok(());
         }
         order.sort_unstable_by_key(|&i| (wants[i].file, wants[i].local));
         // Plan the reads: runs of samples of one file, and where each
         // wanted sample lands in the buffer.
         let gap = inner.options.coalesce_gap;
         let mut runs: Vec<Run> = Vec::new();
-        let mut pos = vec![0u64; wants.len()];
         let mut total = 0u64;
         for (k, &i) in order.iter().enumerate() {
             let w = &wants[i];
             if k > 0 {
                 let p = order[k - 1];
                 if wants[p].file == w.file && wants[p].local == w.local {
-                    pos[i] = pos[p];
+                    wants[i].at = wants[p].at;
                     continue;
                 }
             }
-            match runs.last_mut() {
+            let pos = match runs.last_mut() {
                 Some(run)
                     if run.file == w.file && w.start >= run.end && w.start - run.end <= gap =>
                 {
                     total += w.end - run.end;
-                    pos[i] = run.buf_start + (w.start - run.start);
                     run.end = w.end;
                     run.last = k;
+                    run.buf_start + (w.start - run.start)
                 }
                 _ => {
-                    pos[i] = total;
                     runs.push(Run {
                         file: w.file,
                         start: w.start,
@@ -557,8 +620,10 @@ impl FfrReader {
                         last: k,
                     });
                     total += w.end - w.start;
+                    total - (w.end - w.start)
                 }
-            }
+            };
+            wants[i].at = pos as usize;
         }
         let first = &inner.files[wants[order[0]].file].name;
         inner
@@ -588,13 +653,14 @@ impl FfrReader {
                 return Err(self.read_failure(e, file, run, &order, wants));
             }
         }
-        let buf = BufferPool::share(&inner.pool, buf, total);
+        batch
+            .buffers
+            .push(BufferPool::share(&inner.pool, buf, total));
+        let k = batch.buffers.len() - 1;
         for &i in &order {
-            let w = &wants[i];
-            let at = pos[i] as usize;
-            out[i] = buf.slice(at..at + (w.end - w.start) as usize);
+            wants[i].buffer = k;
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The error for a failed read of `run`: a truncated sample if the
@@ -650,6 +716,7 @@ impl FfrReader {
 }
 
 /// One wanted sample of a batch read.
+#[derive(Clone, Copy, Debug)]
 struct Want {
     file: usize,
     local: u64,
@@ -658,6 +725,82 @@ struct Want {
     end: u64,
     /// The sample's CRC-32, as stored.
     crc: u32,
+    /// Where its bytes are once fetched: a buffer of the batch, and the
+    /// offset there.
+    buffer: usize,
+    at: usize,
+}
+
+/// The samples of a batch read with [`FfrReader::read_batch`], in the
+/// order asked: slices of one buffer (positioned reads) or of the files'
+/// maps, without a reference count or an allocation per sample. Reused
+/// from batch to batch, it keeps its memory.
+#[derive(Clone, Debug, Default)]
+pub struct SampleBatch {
+    reader: Option<FfrReader>,
+    /// The bytes the samples are slices of.
+    buffers: Vec<Bytes>,
+    /// The mapped files among them: (file, buffer).
+    files: Vec<(usize, usize)>,
+    entries: Vec<Want>,
+}
+
+impl SampleBatch {
+    fn clear(&mut self) {
+        self.reader = None;
+        self.buffers.clear();
+        self.files.clear();
+        self.entries.clear();
+    }
+
+    /// The number of samples.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there is no sample.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The bytes of sample `i` (the `i`-th asked for).
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        let w = self.entries.get(i)?;
+        let len = usize::try_from(w.end - w.start).ok()?;
+        self.buffers
+            .get(w.buffer)?
+            .get(w.at..w.at.checked_add(len)?)
+    }
+
+    /// The bytes of every sample, in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
+        (0..self.len()).map(|i| self.get(i).unwrap_or_default())
+    }
+
+    /// Sample `i`'s bytes as shared [`Bytes`] (a slice of the same
+    /// buffer, not a copy).
+    pub fn bytes(&self, i: usize) -> Option<Bytes> {
+        let w = self.entries.get(i)?;
+        let len = usize::try_from(w.end - w.start).ok()?;
+        let buffer = self.buffers.get(w.buffer)?;
+        (w.at.checked_add(len)? <= buffer.len()).then(|| buffer.slice(w.at..w.at + len))
+    }
+
+    /// Sample `i`'s number in the dataset.
+    pub fn index(&self, i: usize) -> Option<u64> {
+        self.entries.get(i).map(|w| w.index)
+    }
+
+    /// Sample `i`'s CRC-32 as stored in its file's header.
+    pub fn crc(&self, i: usize) -> Option<u32> {
+        self.entries.get(i).map(|w| w.crc)
+    }
+
+    /// Where sample `i` is.
+    pub fn at(&self, i: usize) -> Option<SampleAt> {
+        let w = self.entries.get(i)?;
+        Some(self.reader.as_ref()?.at(w.file, w.local, w.index))
+    }
 }
 
 /// One `pread` of a batch read: bytes `start..end` of `file` into the

@@ -6,8 +6,8 @@ use std::fs;
 use std::path::Path;
 
 use grist_ffrecord::{
-    Access, Error, FfrReader, FfrWriter, OffsetProblem, ReaderOptions, WriterOptions, crc32,
-    dataset_files,
+    Access, Error, FfrReader, FfrWriter, OffsetProblem, ReaderOptions, SampleBatch, WriterOptions,
+    crc32, dataset_files,
 };
 use grist_tensor::{Limits, RecordSource};
 
@@ -92,6 +92,8 @@ fn batched_reads_in_every_mode_equal_the_samples_written() {
                 .with_check_data(false),
         ),
     ];
+    // One batch reused across modes and rounds.
+    let mut batch = SampleBatch::default();
     for (how, options) in modes {
         let reader = FfrReader::open(dir.path(), options).unwrap();
         assert_eq!(reader.len(), expected.len() as u64, "{how}");
@@ -109,12 +111,23 @@ fn batched_reads_in_every_mode_equal_the_samples_written() {
                 .collect();
             let samples = reader.read(&indices).unwrap();
             assert_eq!(samples.len(), indices.len());
-            for (s, &i) in samples.iter().zip(&indices) {
+            reader.read_batch(&indices, &mut batch).unwrap();
+            assert_eq!(batch.len(), indices.len());
+            assert_eq!(batch.iter().len(), indices.len());
+            for (k, (s, &i)) in samples.iter().zip(&indices).enumerate() {
                 assert_eq!(s.at.index, i, "{how}");
                 assert_eq!(s.data, expected[i as usize], "{how}: sample {i}");
                 assert_eq!(reader.read_one(i).unwrap(), *s, "{how}");
                 assert_eq!(reader.sample_len(i).unwrap(), s.data.len() as u64);
+                // The batch holds the same samples, and says the same
+                // about them.
+                assert_eq!(batch.get(k), Some(&expected[i as usize][..]), "{how}");
+                assert_eq!(batch.bytes(k).as_ref(), Some(&s.data));
+                assert_eq!(batch.at(k).as_ref(), Some(&s.at));
+                assert_eq!((batch.index(k), batch.crc(k)), (Some(i), Some(s.crc)));
+                assert_eq!(s.crc, crc32(&s.data));
             }
+            assert_eq!(batch.get(indices.len()), None);
         }
         // Consecutive runs (read with one pread each when coalescing).
         let run: Vec<u64> = (10..90).collect();
@@ -225,6 +238,7 @@ fn a_bad_sample_past_the_first_groups_of_a_batch_is_found() {
     let reader = FfrReader::from_bytes("g.ffr", file.into(), ReaderOptions::default()).unwrap();
     let forward: Vec<u64> = (0..n as u64).collect();
     let backward: Vec<u64> = forward.iter().rev().copied().collect();
+    let mut batch = SampleBatch::default();
     for indices in [&forward[..], &backward[..], &[150][..]] {
         match reader.read(indices) {
             Err(Error::SampleChecksum { at, stored, .. }) => {
@@ -232,6 +246,13 @@ fn a_bad_sample_past_the_first_groups_of_a_batch_is_found() {
             }
             other => panic!("{other:?}"),
         }
+        // The same error through a reused batch, which is left empty.
+        reader.read_batch(&[1, 2], &mut batch).unwrap();
+        match reader.read_batch(indices, &mut batch) {
+            Err(Error::SampleChecksum { at, .. }) => assert_eq!(at.index, 150),
+            other => panic!("{other:?}"),
+        }
+        assert!(batch.is_empty() && batch.get(0).is_none() && batch.at(0).is_none());
     }
     let good: Vec<u64> = (0..n as u64).filter(|&i| i != 150).rev().collect();
     let read = reader.read(&good).unwrap();
