@@ -7,14 +7,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use grist_loader::{Access, Epochs, Loader, Stats, Threads};
 use serde_json::json;
 
 use crate::fmt;
 use crate::format::{Format, PayloadArg};
 use crate::out::Out;
-use crate::spec::load_spec;
+use crate::spec::{build_loader, load_spec};
 
 /// `--threads`: a number or `autotune`.
 pub(crate) fn parse_threads(s: &str) -> Result<Threads, String> {
@@ -158,9 +157,7 @@ fn loader(args: &Args, epochs: Epochs) -> anyhow::Result<Loader> {
     if let Some(f) = args.format {
         builder = builder.with_format(f.into());
     }
-    builder
-        .build()
-        .with_context(|| format!("spec file {}", args.spec.display()))
+    build_loader(builder, &args.spec)
 }
 
 /// Runs `grist bench`.

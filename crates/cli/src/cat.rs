@@ -18,7 +18,6 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Context as _;
 use clap::ArgGroup;
 use grist_tensor::json::batch_to_json;
 use serde_json::{Value, json};
@@ -27,7 +26,7 @@ use sha2::{Digest, Sha256};
 use crate::format::{Format, FormatArg, PayloadArg};
 use crate::out::Out;
 use crate::records::RecordFile;
-use crate::spec::load_spec;
+use crate::spec::{build_loader, load_spec};
 
 /// Arguments of `grist cat`.
 #[derive(Debug, clap::Args)]
@@ -134,16 +133,15 @@ fn cat_batches(args: &Args, spec_path: &Path, out: &mut Out) -> anyhow::Result<(
         .or(loaded.spec.batch_size)
         .unwrap_or(1);
     let drop_remainder = args.drop_remainder || loaded.spec.drop_remainder == Some(true);
-    let mut loader = grist_loader::Loader::builder()
+    let builder = grist_loader::Loader::builder()
         .with_paths(files)
         .with_format(format.into())
         .with_ffrecord_payload(payload.into())
         .with_spec_file(loaded.spec)
         .with_batch_size(batch_size)
         .with_drop_remainder(drop_remainder)
-        .with_threads(grist_loader::Threads::Fixed(args.threads as usize))
-        .build()
-        .with_context(|| format!("spec file {}", spec_path.display()))?;
+        .with_threads(grist_loader::Threads::Fixed(args.threads as usize));
+    let mut loader = build_loader(builder, spec_path)?;
     while let Some(batch) = loader.next_batch() {
         out.json(&batch_to_json(&batch?))?;
     }

@@ -22,3 +22,24 @@ pub(crate) fn load_spec(path: &Path) -> anyhow::Result<LoadedSpec> {
         SpecFile::from_json(&text).with_context(|| format!("spec file {}", path.display()))?;
     Ok(LoadedSpec { spec })
 }
+
+/// Builds `builder`'s loader; errors about the spec's features say which
+/// spec file they come from, errors about the inputs (no such file, a
+/// name that says no format, mixed formats, a bad read) stand as they are:
+/// they name their file already, and are not the spec file's fault.
+pub(crate) fn build_loader(
+    builder: grist_loader::LoaderBuilder,
+    spec_path: &Path,
+) -> anyhow::Result<grist_loader::Loader> {
+    use grist_loader::Error;
+    builder.build().map_err(|e| match e {
+        Error::NoFiles { .. }
+        | Error::BadPattern { .. }
+        | Error::UnknownFormat { .. }
+        | Error::MixedFormats { .. }
+        | Error::Io { .. }
+        | Error::Read { .. }
+        | Error::BadIndex { .. } => anyhow::Error::from(e),
+        other => anyhow::Error::from(other).context(format!("spec file {}", spec_path.display())),
+    })
+}

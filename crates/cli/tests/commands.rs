@@ -374,6 +374,23 @@ fn gen_then_cat_count_and_bench() {
         "{}",
         run.stdout
     );
+
+    // An input whose name says no format: the error is about that file,
+    // not the spec file.
+    let odd = dir.path().join("prod19.data");
+    std::fs::copy(&plain, &odd).unwrap();
+    let run = grist([
+        "bench".as_ref(),
+        "--spec".as_ref(),
+        spec.as_os_str(),
+        odd.as_os_str(),
+    ]);
+    run.assert_failed("bench on a file of no known format");
+    assert!(
+        run.stderr.contains("prod19.data") && !run.stderr.contains("spec file"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
