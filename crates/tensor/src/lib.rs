@@ -31,7 +31,8 @@
 //! |---|---|---|
 //! | `ndarray` | off | `DenseTensor::to_ndarray` |
 #![deny(missing_docs, unreachable_pub)]
-// One module maps files (`Access::map`); nothing else is `unsafe`.
+// One module maps files (`Access::map`) and prefetches
+// (`prefetch_ahead`); nothing else is `unsafe`.
 #![deny(unsafe_code)]
 
 mod access;
@@ -49,7 +50,7 @@ pub mod synth;
 mod tensor;
 pub mod varint;
 
-pub use access::{Access, PREFETCH_FAR, PREFETCH_NEAR, WARM_GROUP, prefetch_ahead, warm};
+pub use access::{Access, PREFETCH_FAR, PREFETCH_NEAR, prefetch_ahead, warm};
 pub use builder::{
     BatchBuilder, BuilderColumn, ColumnBuilder, DenseBuilder, PaddedBuilder, PartitionBuffer,
     PartitionKind, RaggedBuilder, SparseBuilder,
