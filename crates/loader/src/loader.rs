@@ -932,13 +932,25 @@ impl Loader {
         let fixed = match self.threads {
             Threads::Fixed(n) => Some(n),
             Threads::Autotune => {
-                // Now and then a thread count other than the best gets a
-                // run of batches, so that its estimates follow the machine
-                // too (the first batch of a run, with threads just woken
-                // and caches cold, is not learnt from).
                 let max = self.model.max_threads();
                 let k = self.acc.batches;
-                (max > 1 && k % 64 >= 64 - TRIAL_RUN).then(|| 1 + (k / 64) as usize % max)
+                if max > 1 && k < WARMUP_BATCHES + TRIAL_RUN * max as u64 {
+                    // First every thread count gets a run of batches, so
+                    // that the model starts from a few measurements of each
+                    // rather than one cold batch (a short epoch then need
+                    // not wait 60 batches for the first trial). One thread
+                    // first: the first batches share the cores with the
+                    // prefetch thread filling its queue, which would count
+                    // against the thread count measured then.
+                    let stage = k.saturating_sub(WARMUP_BATCHES) / TRIAL_RUN;
+                    Some(1 + stage as usize)
+                } else {
+                    // Now and then a thread count other than the best gets
+                    // a run of batches, so that its estimates follow the
+                    // machine too (the first batch of a run, with threads
+                    // just woken and caches cold, is not learnt from).
+                    (max > 1 && k % 64 >= 64 - TRIAL_RUN).then(|| 1 + (k / 64) as usize % max)
+                }
             }
         };
         match fixed {

@@ -456,3 +456,36 @@ fn one_slow_batch_does_not_keep_two_threads_away() {
         "two threads chosen for {two} of {chosen} batches: {model:?}"
     );
 }
+
+#[test]
+fn autotune_measures_every_thread_count_first() {
+    // Not a simulation: a real loader, but what is asserted depends on
+    // the batch count only. After its first two batches (not learnt
+    // from), autotune gives each thread count, one first, a run of 4
+    // batches before its model decides, so a short epoch is not decided
+    // by one cold batch.
+    let max = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if max < 2 {
+        return;
+    }
+    // Batches of 64 rows (enough for every thread count to get rows),
+    // as many as the exploring takes and one more.
+    let batches = 2 + 4 * max + 1;
+    let fx = crate::support::Fixture::new(crate::support::Kind::Tfrecord, 1, (64 * batches) as i64);
+    let mut loader = fx
+        .builder()
+        .with_batch_size(64)
+        .with_chunk_bytes(1 << 16)
+        .with_threads(grist_loader::Threads::Autotune)
+        .build()
+        .unwrap();
+    let got = crate::support::drain(&mut loader);
+    assert_eq!(got.len(), batches);
+    let used = loader.stats().threads_used;
+    for t in 1..=max {
+        let at = used.get(t - 1).copied().unwrap_or(0);
+        // The first two batches ran with one thread too.
+        let want = if t == 1 { 6 } else { 4 };
+        assert!(at >= want, "{t} threads for {at} batches: {used:?}");
+    }
+}
