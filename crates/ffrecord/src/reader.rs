@@ -568,16 +568,16 @@ impl FfrReader {
             match &inner.backings[w.file] {
                 Backing::Bytes(b) => {
                     // The file's bytes, once per batch.
-                    let found = batch.files.iter().position(|&(f, _)| f == w.file);
-                    w.buffer = match found {
-                        Some(k) => batch.files[k].1,
-                        None => {
-                            batch.buffers.push(b.clone());
-                            let k = batch.buffers.len() - 1;
-                            batch.files.push((w.file, k));
-                            k
-                        }
-                    };
+                    if batch.slots.len() < inner.files.len() {
+                        batch.slots.resize(inner.files.len(), usize::MAX);
+                    }
+                    let slot = &mut batch.slots[w.file];
+                    if *slot == usize::MAX {
+                        batch.buffers.push(b.clone());
+                        *slot = batch.buffers.len() - 1;
+                        batch.files.push(w.file);
+                    }
+                    w.buffer = *slot;
                     w.at = w.start as usize;
                 }
                 Backing::File(_) => order.push(i),
@@ -740,8 +740,11 @@ pub struct SampleBatch {
     reader: Option<FfrReader>,
     /// The bytes the samples are slices of.
     buffers: Vec<Bytes>,
-    /// The mapped files among them: (file, buffer).
-    files: Vec<(usize, usize)>,
+    /// Per file of the reader: its map's place in `buffers`, or
+    /// `usize::MAX`.
+    slots: Vec<usize>,
+    /// The files whose slots are set.
+    files: Vec<usize>,
     entries: Vec<Want>,
 }
 
@@ -749,6 +752,9 @@ impl SampleBatch {
     fn clear(&mut self) {
         self.reader = None;
         self.buffers.clear();
+        for &f in &self.files {
+            self.slots[f] = usize::MAX;
+        }
         self.files.clear();
         self.entries.clear();
     }
