@@ -156,24 +156,68 @@ impl CostModel {
 /// Picks the thread count minimising `longest part + overhead` (the fewer
 /// threads on a tie) and its spread. An empty batch gets one empty part.
 pub fn plan(items: &[WorkItem], model: &CostModel) -> Plan {
+    plan_preferring_more(items, model, 0.0, f64::INFINITY)
+}
+
+/// [`plan`], except that when the best plan's predicted time is at least
+/// `from` seconds, the plan with the most threads whose predicted time is
+/// within `margin` of the best (at most `best / (1 - margin)`) is taken
+/// instead.
+///
+/// For long batches a wrong pick of fewer threads costs more than a wrong
+/// pick of more, and the estimate of more threads is the noisier one (a
+/// pool thread that shares its core with the loader's prefetch thread
+/// starts late now and then).
+///
+/// ```
+/// use grist_loader::autotune::{CostModel, WorkItem, plan, plan_preferring_more};
+///
+/// // Two threads predicted 5% slower than one.
+/// let model = CostModel::uniform(2, 1e-6, 0.0, |t| if t == 2 { 563e-6 } else { 0.0 });
+/// let batch = [WorkItem { records: 1024, inflate_bytes: 0, splittable: true }];
+/// assert_eq!(plan(&batch, &model).threads, 1);
+/// assert_eq!(plan_preferring_more(&batch, &model, 0.1, 0.5e-3).threads, 2);
+/// ```
+pub fn plan_preferring_more(items: &[WorkItem], model: &CostModel, margin: f64, from: f64) -> Plan {
     let rows: u64 = items.iter().map(|i| i.records).sum();
     let max = (model.max_threads() as u64).min(rows.max(1)) as usize;
-    let mut best: Option<Plan> = None;
-    for t in 1..=max {
-        let costs: Vec<f64> = items.iter().map(|i| model.cost(t, i)).collect();
-        let (parts, longest) = spread_weighted(items, &costs, model.skew(t));
-        let threads = parts.len().max(1);
-        let predicted = longest + model.overhead[threads - 1];
-        if best.as_ref().is_none_or(|b| predicted < b.predicted) {
-            best = Some(Plan {
+    let candidates: Vec<Plan> = (1..=max)
+        .map(|t| {
+            let costs: Vec<f64> = items.iter().map(|i| model.cost(t, i)).collect();
+            let (parts, longest) = spread_weighted(items, &costs, model.skew(t));
+            let threads = parts.len().max(1);
+            Plan {
                 threads,
                 parts,
                 longest,
-                predicted,
-            });
+                predicted: longest + model.overhead[threads - 1],
+            }
+        })
+        .collect();
+    // The best (the fewer threads on a tie).
+    let mut best: Option<usize> = None;
+    for (i, c) in candidates.iter().enumerate() {
+        if best.is_none_or(|b| c.predicted < candidates[b].predicted) {
+            best = Some(i);
         }
     }
-    best.unwrap_or(Plan {
+    let Some(mut pick) = best else {
+        return Plan {
+            threads: 1,
+            parts: vec![Vec::new()],
+            longest: 0.0,
+            predicted: 0.0,
+        };
+    };
+    let top = candidates[pick].predicted;
+    if top >= from {
+        for (i, c) in candidates.iter().enumerate() {
+            if c.threads > candidates[pick].threads && c.predicted * (1.0 - margin) <= top {
+                pick = i;
+            }
+        }
+    }
+    candidates.into_iter().nth(pick).unwrap_or(Plan {
         threads: 1,
         parts: vec![Vec::new()],
         longest: 0.0,

@@ -956,7 +956,6 @@ impl Loader {
         match fixed {
             Some(t) => self.plan_for(items, t),
             None => {
-                let mut plan = autotune::plan(items, &self.model);
                 // For long batches, the most threads whose predicted time
                 // is within PREFER_MORE of the best: two threads' estimate
                 // carries the noise of the pool's thread sharing a core
@@ -966,14 +965,12 @@ impl Loader {
                 // where the costs per batch that the model leaves out
                 // weigh more with more threads (batch 64: 0.82x of the
                 // best fixed count with the preference, 0.94x without).
-                if plan.predicted >= PREFER_MORE_FROM {
-                    for t in (plan.threads + 1)..=self.model.max_threads() {
-                        let more = self.plan_for(items, t);
-                        if more.predicted * (1.0 - PREFER_MORE) <= plan.predicted {
-                            plan = more;
-                        }
-                    }
-                }
+                let plan = autotune::plan_preferring_more(
+                    items,
+                    &self.model,
+                    PREFER_MORE,
+                    PREFER_MORE_FROM,
+                );
                 // Data CRCs go with the thread count autotune prefers:
                 // onto the parse threads when it is several, else onto the
                 // prefetch thread beside the one parse thread. (Not for

@@ -3,7 +3,8 @@
 //! the costs that produced the timings. No wall clock is involved.
 
 use grist_loader::autotune::{
-    Calibrator, CostModel, PartTiming, WorkItem, plan, spread, spread_weighted,
+    Calibrator, CostModel, PartTiming, WorkItem, plan, plan_preferring_more, spread,
+    spread_weighted,
 };
 
 /// A small deterministic generator for the instances.
@@ -487,5 +488,47 @@ fn autotune_measures_every_thread_count_first() {
         // The first two batches ran with one thread too.
         let want = if t == 1 { 6 } else { 4 };
         assert!(at >= want, "{t} threads for {at} batches: {used:?}");
+    }
+}
+
+#[test]
+fn long_batches_take_more_threads_when_they_are_nearly_as_good() {
+    // 1 µs per record; the second thread costs `extra` seconds, so that
+    // two threads are predicted `slower` times as long as one.
+    let model_for = |records: u64, slower: f64| {
+        let one = 1e-6 * records as f64;
+        let extra = slower * one - one / 2.0;
+        CostModel::uniform(3, 1e-6, 0.0, move |t| match t {
+            1 => 0.0,
+            2 => extra,
+            // Three threads always worse.
+            _ => 10.0 * one,
+        })
+    };
+    let batch = |records| {
+        [WorkItem {
+            records,
+            inflate_bytes: 0,
+            splittable: true,
+        }]
+    };
+    for (records, slower, want) in [
+        // A long batch (1 ms alone): up to 1 / 0.9 times the best takes
+        // two threads.
+        (1000, 1.05, 2),
+        (1000, 1.12, 1),
+        // Better is better either way.
+        (1000, 0.9, 2),
+        // A short batch (64 µs): the model's best.
+        (64, 1.05, 1),
+    ] {
+        let model = model_for(records, slower);
+        let items = batch(records);
+        let p = plan_preferring_more(&items, &model, 0.1, 0.5e-3);
+        assert_eq!(p.threads, want, "{records} records, {slower}x");
+        assert_eq!(p.parts.len(), p.threads);
+        // Without a margin it is plan's choice.
+        let plain = plan_preferring_more(&items, &model, 0.0, 0.5e-3);
+        assert_eq!(plain.threads, plan(&items, &model).threads);
     }
 }
