@@ -8,17 +8,16 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 ROUNDS=${1:-2}; SECS=${2:-2}; EXTRA=${EXTRA:-}
 OUT=$(mktemp)
-while read -r name spec file; do
-  for _ in $(seq "$ROUNDS"); do
-    for b in 64 256 1024; do
-      for t in 1 2 autotune; do
-        # shellcheck disable=SC2086
-        bench_line "$name $b $t" --spec "$spec" --batch-size $b --threads $t \
-          --min-seconds "$SECS" $EXTRA "$file" >> "$OUT"
-      done
+one() {
+  for b in 64 256 1024; do
+    for t in 1 2 autotune; do
+      # shellcheck disable=SC2086
+      bench_line "$1 $b $t" --spec "$2" --batch-size $b --threads $t \
+        --min-seconds "$SECS" $EXTRA "$3" >> "$OUT"
     done
   done
-done < <(prod19_inputs)
+}
+each_input "$ROUNDS" one
 python3 - "$OUT" <<'PY'
 import sys, statistics, collections
 d = collections.defaultdict(list); th = collections.defaultdict(list)

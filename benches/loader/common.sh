@@ -33,3 +33,14 @@ import json, sys
 d = json.loads(sys.stdin.read())
 print('$tag', d['records_per_s'], d['records_per_cpu_s'], d['threads_mean'])"
 }
+
+# Calls FUNC NAME SPEC FILE ROUNDS times for each prod19 input (the rounds
+# of one input together, so that its configurations alternate).
+each_input() {
+    local rounds=$1 fn=$2 name spec file
+    while read -r name spec file; do
+        for _ in $(seq "$rounds"); do
+            "$fn" "$name" "$spec" "$file"
+        done
+    done < <(prod19_inputs)
+}

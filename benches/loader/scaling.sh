@@ -7,18 +7,17 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 ROUNDS=${1:-2}; SECS=${2:-3}
 OUT=$(mktemp)
-while read -r name spec file; do
-  for _ in $(seq "$ROUNDS"); do
-    for m in read mmap; do
-      flag=""; [ $m = mmap ] && flag=--mmap
-      for t in 1 2; do
-        # shellcheck disable=SC2086
-        bench_line "$name $m $t" --spec "$spec" --batch-size 1024 --threads $t $flag \
-          --min-seconds "$SECS" "$file" >> "$OUT"
-      done
+one() {
+  for m in read mmap; do
+    flag=""; [ $m = mmap ] && flag=--mmap
+    for t in 1 2; do
+      # shellcheck disable=SC2086
+      bench_line "$1 $m $t" --spec "$2" --batch-size 1024 --threads $t $flag \
+        --min-seconds "$SECS" "$3" >> "$OUT"
     done
   done
-done < <(prod19_inputs)
+}
+each_input "$ROUNDS" one
 python3 - "$OUT" <<'PY'
 import sys, statistics, collections
 d = collections.defaultdict(list)

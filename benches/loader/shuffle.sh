@@ -8,15 +8,14 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 ROUNDS=${1:-3}; SECS=${2:-3}; EXTRA=${EXTRA:-}
 OUT=$(mktemp)
-while read -r name spec file; do
-  for _ in $(seq "$ROUNDS"); do
-    for sb in 0 10000; do
-      # shellcheck disable=SC2086
-      bench_line "$name $sb" --spec "$spec" --batch-size 1024 --threads autotune \
-        --shuffle-buffer $sb --min-seconds "$SECS" $EXTRA "$file" >> "$OUT"
-    done
+one() {
+  for sb in 0 10000; do
+    # shellcheck disable=SC2086
+    bench_line "$1 $sb" --spec "$2" --batch-size 1024 --threads autotune \
+      --shuffle-buffer $sb --min-seconds "$SECS" $EXTRA "$3" >> "$OUT"
   done
-done < <(prod19_inputs)
+}
+each_input "$ROUNDS" one
 python3 - "$OUT" <<'PY'
 import sys, statistics, collections
 d = collections.defaultdict(list); c = collections.defaultdict(list)

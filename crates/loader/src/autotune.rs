@@ -181,34 +181,14 @@ pub fn plan(items: &[WorkItem], model: &CostModel) -> Plan {
 pub fn plan_preferring_more(items: &[WorkItem], model: &CostModel, margin: f64, from: f64) -> Plan {
     let rows: u64 = items.iter().map(|i| i.records).sum();
     let max = (model.max_threads() as u64).min(rows.max(1)) as usize;
-    let candidates: Vec<Plan> = (1..=max)
-        .map(|t| {
-            let costs: Vec<f64> = items.iter().map(|i| model.cost(t, i)).collect();
-            let (parts, longest) = spread_weighted(items, &costs, model.skew(t));
-            let threads = parts.len().max(1);
-            Plan {
-                threads,
-                parts,
-                longest,
-                predicted: longest + model.overhead[threads - 1],
-            }
-        })
-        .collect();
-    // The best (the fewer threads on a tie).
-    let mut best: Option<usize> = None;
+    let mut candidates: Vec<Plan> = (1..=max).map(|t| plan_threads(items, model, t)).collect();
+    // The best (the fewer threads on a tie); `max` is at least 1.
+    let mut pick = 0;
     for (i, c) in candidates.iter().enumerate() {
-        if best.is_none_or(|b| c.predicted < candidates[b].predicted) {
-            best = Some(i);
+        if c.predicted < candidates[pick].predicted {
+            pick = i;
         }
     }
-    let Some(mut pick) = best else {
-        return Plan {
-            threads: 1,
-            parts: vec![Vec::new()],
-            longest: 0.0,
-            predicted: 0.0,
-        };
-    };
     let top = candidates[pick].predicted;
     if top >= from {
         for (i, c) in candidates.iter().enumerate() {
@@ -217,12 +197,27 @@ pub fn plan_preferring_more(items: &[WorkItem], model: &CostModel, margin: f64, 
             }
         }
     }
-    candidates.into_iter().nth(pick).unwrap_or(Plan {
-        threads: 1,
-        parts: vec![Vec::new()],
-        longest: 0.0,
-        predicted: 0.0,
-    })
+    candidates.swap_remove(pick)
+}
+
+/// The spread of `items` over `threads` threads (fewer when there are
+/// fewer rows; one empty part when there are none) and the model's time
+/// for it: what [`plan`] weighs for each thread count, and what a fixed
+/// thread count runs.
+pub fn plan_threads(items: &[WorkItem], model: &CostModel, threads: usize) -> Plan {
+    let costs: Vec<f64> = items.iter().map(|i| model.cost(threads, i)).collect();
+    let (parts, longest) = spread_weighted(items, &costs, model.skew(threads));
+    let threads = parts.len().max(1);
+    Plan {
+        threads,
+        predicted: longest + model.overhead[threads.min(model.max_threads()) - 1],
+        parts: if parts.is_empty() {
+            vec![Vec::new()]
+        } else {
+            parts
+        },
+        longest,
+    }
 }
 
 /// Cuts `items` (with costs `costs`) into at most `threads` contiguous

@@ -331,7 +331,7 @@ fn check_data_crcs(
 
 /// The longest piece [`short_piece_bytes`] gives: longer runs of records
 /// are read as a stream, which the hardware fetches ahead on its own.
-const WARM_PIECE_MAX: usize = 32 << 10;
+const PREFETCH_PIECE_MAX: usize = 32 << 10;
 
 /// The bytes that a short piece of a chunk (a few rows that a shuffled
 /// batch takes from a buffered chunk) decodes: exactly for framed chunks,
@@ -364,7 +364,7 @@ fn short_piece_bytes<'a>(ctx: &Ctx<'a>, piece: &Piece) -> Option<&'a [u8]> {
     let bytes = chunk
         .data
         .get(range.start..range.end.min(chunk.data.len()))?;
-    (bytes.len() <= WARM_PIECE_MAX).then_some(bytes)
+    (bytes.len() <= PREFETCH_PIECE_MAX).then_some(bytes)
 }
 
 /// Decodes one part's pieces into `out`, in order.

@@ -954,7 +954,7 @@ impl Loader {
             }
         };
         match fixed {
-            Some(t) => self.plan_for(items, t),
+            Some(t) => autotune::plan_threads(items, &self.model, t),
             None => {
                 // For long batches, the most threads whose predicted time
                 // is within PREFER_MORE of the best: two threads' estimate
@@ -981,24 +981,6 @@ impl Loader {
                     .store(plan.threads > 1, Ordering::Relaxed);
                 plan
             }
-        }
-    }
-
-    /// The spread of `items` over `t` threads (fewer when there are fewer
-    /// rows), and the model's time for it.
-    fn plan_for(&self, items: &[WorkItem], t: usize) -> Plan {
-        let costs: Vec<f64> = items.iter().map(|i| self.model.cost(t, i)).collect();
-        let (parts, longest) = autotune::spread_weighted(items, &costs, self.model.skew(t));
-        let threads = parts.len().max(1);
-        Plan {
-            threads,
-            predicted: longest + self.model.overhead[threads.min(self.model.max_threads()) - 1],
-            parts: if parts.is_empty() {
-                vec![Vec::new()]
-            } else {
-                parts
-            },
-            longest,
         }
     }
 

@@ -95,6 +95,18 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-7 * a.abs().max(b.abs()) + 1e-15
 }
 
+/// 1 to `most` splittable items of `least` to `least + spread - 1`
+/// records, without bytes to inflate.
+fn splittable_items(rng: &mut Lcg, most: u64, least: u64, spread: u64) -> Vec<WorkItem> {
+    (0..1 + rng.below(most))
+        .map(|_| WorkItem {
+            records: least + rng.below(spread),
+            inflate_bytes: 0,
+            splittable: true,
+        })
+        .collect()
+}
+
 fn random_items(rng: &mut Lcg, n: usize) -> Vec<WorkItem> {
     (0..n)
         .map(|_| WorkItem {
@@ -151,13 +163,7 @@ fn weighted_spread_is_the_optimal_cut_of_splittable_work() {
     // cut gives them.
     let mut rng = Lcg(9);
     for case in 0..200 {
-        let items: Vec<WorkItem> = (0..1 + rng.below(5))
-            .map(|_| WorkItem {
-                records: 1 + rng.below(30),
-                inflate_bytes: 0,
-                splittable: true,
-            })
-            .collect();
+        let items = splittable_items(&mut rng, 5, 1, 30);
         let costs: Vec<f64> = items
             .iter()
             .map(|i| (1 + rng.below(3)) as f64 * 1e-6 * i.records as f64)
@@ -235,13 +241,7 @@ fn a_slower_thread_gets_fewer_rows() {
 fn splittable_work_finishes_together() {
     let mut rng = Lcg(2);
     for _ in 0..100 {
-        let items: Vec<WorkItem> = (0..1 + rng.below(6))
-            .map(|_| WorkItem {
-                records: 20 + rng.below(500),
-                inflate_bytes: 0,
-                splittable: true,
-            })
-            .collect();
+        let items = splittable_items(&mut rng, 6, 20, 500);
         let costs: Vec<f64> = items.iter().map(|i| 2e-6 * i.records as f64).collect();
         let total: f64 = costs.iter().sum();
         for t in 1..=4 {
