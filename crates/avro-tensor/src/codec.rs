@@ -296,22 +296,53 @@ impl Codec {
         #[cfg(feature = "deflate")]
         if *self == Codec::Deflate {
             let cap = output_cap(limits);
-            return inflate_pooled(block, size_hint.min(cap), cap).map_err(|e| match e {
-                Capped::Corrupt(reason) => Error::Decompress {
-                    at: at.clone(),
-                    codec: self.name(),
-                    reason,
-                },
-                _ => Error::TooLarge {
-                    at: at.clone(),
-                    what: "decompressed block",
-                    size: cap as u64 + 1,
-                    max: limits.max_alloc_bytes(),
-                },
-            });
+            return inflate_pooled(block, size_hint.min(cap), cap)
+                .map_err(|e| self.pooled_error(e, limits, at));
         }
         self.decompress(block, size_hint, limits, at)
             .map(Bytes::from)
+    }
+
+    /// [`decompress_bytes`](Self::decompress_bytes) of two blocks, each
+    /// with its location. Deflate blocks are inflated together, stepping
+    /// both streams in one loop on this thread (about a third faster than
+    /// one after the other on blocks of mostly literals); other codecs
+    /// decompress one after the other.
+    pub fn decompress_two_bytes(
+        &self,
+        blocks: [&[u8]; 2],
+        size_hint: usize,
+        limits: &Limits,
+        at: [&Location; 2],
+    ) -> [Result<Bytes>; 2] {
+        #[cfg(feature = "deflate")]
+        if *self == Codec::Deflate {
+            let cap = output_cap(limits);
+            let [a, b] = inflate_pair_pooled(blocks[0], blocks[1], size_hint.min(cap), cap);
+            return [
+                a.map_err(|e| self.pooled_error(e, limits, at[0])),
+                b.map_err(|e| self.pooled_error(e, limits, at[1])),
+            ];
+        }
+        [0, 1].map(|i| self.decompress_bytes(blocks[i], size_hint, limits, at[i]))
+    }
+
+    /// A pooled inflate's failure as an [`Error`] at `at`.
+    #[cfg(feature = "deflate")]
+    fn pooled_error(&self, e: Capped, limits: &Limits, at: &Location) -> Error {
+        match e {
+            Capped::Corrupt(reason) => Error::Decompress {
+                at: at.clone(),
+                codec: self.name(),
+                reason,
+            },
+            _ => Error::TooLarge {
+                at: at.clone(),
+                what: "decompressed block",
+                size: output_cap(limits) as u64 + 1,
+                max: limits.max_alloc_bytes(),
+            },
+        }
     }
 
     /// Compresses one block's serialized records, appending the stored
@@ -446,6 +477,47 @@ fn inflate(block: &[u8], hint: usize, cap: usize) -> std::result::Result<Vec<u8>
     Ok(out)
 }
 
+#[cfg(feature = "deflate")]
+thread_local! {
+    /// The last block's inflated size over its stored size, in 16ths
+    /// (4x before the first block), per thread.
+    static RATIO: std::cell::Cell<usize> = const { std::cell::Cell::new(64) };
+}
+
+/// Remembers how much a block of `stored` bytes inflated to (`n`).
+#[cfg(feature = "deflate")]
+fn learn_ratio(n: usize, stored: usize) {
+    let ratio = n.saturating_mul(16) / stored.max(1);
+    RATIO.set(ratio.clamp(16, 1032 * 16));
+}
+
+/// How much room to inflate a block of `stored` bytes into, given the
+/// caller's hint, the cap and the room a reused buffer already has.
+/// Blocks of a file are about the same size (the writer's sync interval)
+/// and compress about as well: a little over the previous one, else the
+/// stored bytes times the last block's ratio. Room is zeroed before use,
+/// so guessing far over costs as much as inflating.
+#[cfg(feature = "deflate")]
+fn room(stored: usize, hint: usize, cap: usize, have: usize) -> usize {
+    let limit = cap.saturating_add(1);
+    let guess = match hint {
+        0 => stored.saturating_mul(RATIO.get()) / 16,
+        h => h,
+    };
+    let guess = guess.saturating_add(guess / 16).saturating_add(1024);
+    guess.min(limit).max(have.min(limit))
+}
+
+/// Sizes `out` to `size` bytes of room (exactly: buffers are pooled, a
+/// doubled one stays doubled); only growth is zeroed.
+#[cfg(feature = "deflate")]
+fn make_room(out: &mut Vec<u8>, size: usize) {
+    if out.len() < size {
+        out.reserve_exact(size - out.len());
+        out.resize(size, 0);
+    }
+}
+
 /// Inflates a raw deflate stream into `out` (whatever it holds is
 /// overwritten; it is only grown, and only the growth is zeroed), returning
 /// the inflated length. libdeflate inflates a whole block at once, about
@@ -460,43 +532,25 @@ fn inflate_into(
     out: &mut Vec<u8>,
 ) -> std::result::Result<usize, Capped> {
     use libdeflater::{DecompressionError, Decompressor};
-    use std::cell::{Cell, RefCell};
+    use std::cell::RefCell;
 
     thread_local! {
         // A decompressor holds ~10 kB of tables: one per thread.
         static INFLATER: RefCell<Decompressor> = RefCell::new(Decompressor::new());
-        // The last block's inflated size over its stored size, in 16ths
-        // (4x before the first block).
-        static RATIO: Cell<usize> = const { Cell::new(64) };
     }
-    let limit = cap.saturating_add(1);
-    // Blocks of a file are about the same size (the writer's sync
-    // interval) and compress about as well: a little over the previous
-    // one, else the stored bytes times the last block's ratio. Room is
-    // zeroed before use, so guessing far over costs as much as inflating.
-    let guess = match hint {
-        0 => block.len().saturating_mul(RATIO.get()) / 16,
-        h => h,
-    };
-    let guess = guess.saturating_add(guess / 16).saturating_add(1024);
-    let mut size = guess.min(limit).max(out.len().min(limit));
+    let mut size = room(block.len(), hint, cap, out.len());
     loop {
-        if out.len() < size {
-            // Exactly: buffers are pooled, a doubled one stays doubled.
-            out.reserve_exact(size - out.len());
-            out.resize(size, 0);
-        }
-        let room = &mut out[..size];
-        let result = INFLATER.with(|d| d.borrow_mut().deflate_decompress(block, room));
+        make_room(out, size);
+        let space = &mut out[..size];
+        let result = INFLATER.with(|d| d.borrow_mut().deflate_decompress(block, space));
         match result {
             Ok(n) if n <= cap => {
-                let ratio = n.saturating_mul(16) / block.len().max(1);
-                RATIO.set(ratio.clamp(16, 1032 * 16));
+                learn_ratio(n, block.len());
                 return Ok(n);
             }
             Ok(_) => return Err(Capped::TooLarge),
-            Err(DecompressionError::InsufficientSpace) if size < limit => {
-                size = size.saturating_mul(4).min(limit);
+            Err(DecompressionError::InsufficientSpace) if size <= cap => {
+                size = size.saturating_mul(4).min(cap.saturating_add(1));
             }
             Err(DecompressionError::InsufficientSpace) => return Err(Capped::TooLarge),
             Err(DecompressionError::BadData) => {
@@ -557,17 +611,59 @@ impl Drop for Pooled {
 /// Inflates into a pooled buffer.
 #[cfg(feature = "deflate")]
 fn inflate_pooled(block: &[u8], hint: usize, cap: usize) -> std::result::Result<Bytes, Capped> {
-    let mut buf = POOL
-        .lock()
+    let mut buf = pooled_buffer();
+    let len = inflate_into(block, hint, cap, &mut buf)?;
+    Ok(Bytes::from_owner(Pooled { buf, len }))
+}
+
+/// A buffer from the pool, or a new empty one.
+#[cfg(feature = "deflate")]
+fn pooled_buffer() -> Vec<u8> {
+    POOL.lock()
         .ok()
         .and_then(|mut p| {
             let buf = p.0.pop()?;
             p.1 -= buf.capacity();
             Some(buf)
         })
-        .unwrap_or_default();
-    let len = inflate_into(block, hint, cap, &mut buf)?;
-    Ok(Bytes::from_owner(Pooled { buf, len }))
+        .unwrap_or_default()
+}
+
+/// Inflates two blocks at once on this thread (see [`crate::inflate`]:
+/// about a third faster than libdeflate's one at a time on blocks of
+/// mostly literals) into pooled buffers.
+#[cfg(feature = "deflate")]
+fn inflate_pair_pooled(
+    a: &[u8],
+    b: &[u8],
+    hint: usize,
+    cap: usize,
+) -> [std::result::Result<Bytes, Capped>; 2] {
+    let (mut x, mut y) = (pooled_buffer(), pooled_buffer());
+    let (rx, ry) = (
+        room(a.len(), hint, cap, x.len()),
+        room(b.len(), hint, cap, y.len()),
+    );
+    make_room(&mut x, rx);
+    make_room(&mut y, ry);
+    let (rx, ry) = crate::inflate::inflate_two((a, &mut x), (b, &mut y), cap);
+    let done = |r: std::result::Result<usize, crate::inflate::InflateError>,
+                buf: Vec<u8>,
+                stored: &[u8]| {
+        match r {
+            Ok(len) => {
+                learn_ratio(len, stored.len());
+                Ok(Bytes::from_owner(Pooled { buf, len }))
+            }
+            Err(crate::inflate::InflateError::TooLarge) => Err(Capped::TooLarge),
+            Err(crate::inflate::InflateError::Corrupt(c)) => Err(Capped::Corrupt(format!(
+                "{} ({} bytes)",
+                c.message(),
+                stored.len()
+            ))),
+        }
+    };
+    [done(rx, x, a), done(ry, y, b)]
 }
 
 /// Reads `reader` to its end into a buffer that grows with the output.

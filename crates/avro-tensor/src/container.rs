@@ -730,6 +730,9 @@ pub struct BlockReader<R: Read> {
     records: u64,
     /// The last block's decompressed size: the next one's size hint.
     last_size: usize,
+    /// The second of two deflate blocks inflated together, not yet handed
+    /// out (or its error).
+    pending: Option<Result<Block>>,
 }
 
 impl BlockReader<File> {
@@ -813,6 +816,7 @@ impl<R: Read> BlockReader<R> {
             done: false,
             records: 0,
             last_size: 0,
+            pending: None,
         }
     }
 
@@ -845,7 +849,7 @@ impl<R: Read> BlockReader<R> {
 
     /// How many blocks have been handed out.
     pub fn blocks_read(&self) -> u64 {
-        self.decoder.block_index()
+        self.decoder.block_index() - u64::from(self.pending.is_some())
     }
 
     /// How many records the blocks handed out claim, together.
@@ -858,7 +862,14 @@ impl<R: Read> BlockReader<R> {
         if self.done {
             return Ok(None);
         }
-        let result = self.advance();
+        let result = match self.pending.take() {
+            Some(Ok(block)) => {
+                self.records = self.records.saturating_add(block.record_count);
+                Ok(Some(block))
+            }
+            Some(Err(e)) => Err(e),
+            None => self.advance(),
+        };
         if !matches!(result, Ok(Some(_))) {
             self.done = true;
         }
@@ -872,6 +883,9 @@ impl<R: Read> BlockReader<R> {
                 None => &self.buf[..],
             };
             let needed = match self.decoder.decode(view)? {
+                Decoded::Complete { value, len } if self.header.codec == Codec::Deflate => {
+                    return self.emit_deflate(value, len).map(Some);
+                }
                 Decoded::Complete { value, len } => return self.emit(value, len).map(Some),
                 Decoded::Incomplete { needed } => needed,
             };
@@ -885,10 +899,20 @@ impl<R: Read> BlockReader<R> {
 
     /// Cuts the block off the buffer and decompresses it.
     fn emit(&mut self, raw: RawBlock, len: usize) -> Result<Block> {
-        let frame = match &mut self.whole {
+        let frame = self.cut(len);
+        self.finish_block(raw, frame, len)
+    }
+
+    /// The next `len` bytes of input, off the buffer.
+    fn cut(&mut self, len: usize) -> Bytes {
+        match &mut self.whole {
             Some(whole) => whole.split_to(len),
             None => self.buf.split_to(len).freeze(),
-        };
+        }
+    }
+
+    /// Decompresses the block `raw` of `frame`.
+    fn finish_block(&mut self, raw: RawBlock, frame: Bytes, len: usize) -> Result<Block> {
         let stored = frame.slice(raw.data.clone());
         let codec = self.header.codec;
         let data = if codec == Codec::Null {
@@ -897,18 +921,75 @@ impl<R: Read> BlockReader<R> {
             let at = Location::block(self.decoder.file().clone(), raw.index);
             codec.decompress_bytes(&stored, self.last_size, &self.limits, &at)?
         };
+        Ok(self.block(raw, data, len))
+    }
+
+    /// The block `raw` with its `data`, counted as handed out.
+    fn block(&mut self, raw: RawBlock, data: Bytes, len: usize) -> Block {
         self.last_size = data.len();
         let first_record = self.records;
         self.records = self.records.saturating_add(raw.record_count);
-        Ok(Block {
+        Block {
             index: raw.index,
             offset: raw.offset,
             first_record,
             record_count: raw.record_count,
             data,
             stored_bytes: len as u64,
-            compressed: codec != Codec::Null,
-        })
+            compressed: self.header.codec != Codec::Null,
+        }
+    }
+
+    /// Cuts a deflate block off the buffer and, when the next block is
+    /// whole in the buffer (or after one more read), that one too, and
+    /// inflates both together ([`Codec::decompress_two_bytes`]); the
+    /// second waits in `pending`. Anything wrong with the second block is
+    /// left for the next call to find.
+    fn emit_deflate(&mut self, raw: RawBlock, len: usize) -> Result<Block> {
+        let first = self.cut(len);
+        let mut next = self.decoder.clone();
+        let mut second = None;
+        for _ in 0..2 {
+            let view = match &self.whole {
+                Some(whole) => &whole[..],
+                None => &self.buf[..],
+            };
+            match next.decode(view) {
+                Ok(Decoded::Complete { value, len }) => second = Some((value, len)),
+                // One more read; an I/O error is found again next time.
+                Ok(Decoded::Incomplete { needed })
+                    if !self.eof && self.whole.is_none() && self.fill(needed).is_ok() =>
+                {
+                    continue;
+                }
+                _ => {}
+            }
+            break;
+        }
+        let Some((raw2, len2)) = second else {
+            return self.finish_block(raw, first, len);
+        };
+        self.decoder = next;
+        let frame2 = self.cut(len2);
+        let file = self.decoder.file().clone();
+        let at = [
+            Location::block(file.clone(), raw.index),
+            Location::block(file, raw2.index),
+        ];
+        let [a, b] = Codec::Deflate.decompress_two_bytes(
+            [&first[raw.data.clone()], &frame2[raw2.data.clone()]],
+            self.last_size,
+            &self.limits,
+            [&at[0], &at[1]],
+        );
+        let block = self.block(raw, a?, len);
+        self.pending = Some(b.map(|data| {
+            let later = self.block(raw2, data, len2);
+            // Its records count once it is handed out.
+            self.records = self.records.saturating_sub(later.record_count);
+            later
+        }));
+        Ok(block)
     }
 
     /// Reads until the buffer holds `needed` bytes or the input ends,

@@ -52,6 +52,8 @@ mod error;
 // -- container: header, blocks, codecs, chunk source, writer --
 mod codec;
 mod container;
+#[cfg(feature = "deflate")]
+mod inflate;
 mod source;
 mod writer;
 
