@@ -7,6 +7,7 @@ mod differential;
 mod generic;
 mod generic_differential;
 mod hostile;
+mod pairs;
 mod pool;
 mod regressions;
 mod support;
