@@ -655,12 +655,12 @@ fn inflate_pair_pooled(
                 learn_ratio(len, stored.len());
                 Ok(Bytes::from_owner(Pooled { buf, len }))
             }
-            Err(crate::inflate::InflateError::TooLarge) => Err(Capped::TooLarge),
-            Err(crate::inflate::InflateError::Corrupt(c)) => Err(Capped::Corrupt(format!(
-                "{} ({} bytes)",
-                c.message(),
-                stored.len()
-            ))),
+            // Failures (rare) are libdeflate's to describe, so that a
+            // block fails the same whether inflated alone or in a pair.
+            Err(_) => {
+                drop(Pooled { buf, len: 0 });
+                inflate_pooled(stored, hint, cap)
+            }
         }
     };
     [done(rx, x, a), done(ry, y, b)]

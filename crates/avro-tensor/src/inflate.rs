@@ -75,7 +75,8 @@ pub(crate) enum InflateError {
 }
 
 /// What is wrong with a deflate stream (small, so that a step's result
-/// stays in a register).
+/// stays in a register; callers describe failures with libdeflate's
+/// words, see `codec::inflate_pair_pooled`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Corruption {
     /// Distance too far back.
@@ -104,27 +105,6 @@ pub(crate) enum Corruption {
     TooManySymbols,
     /// Truncated deflate stream.
     Truncated,
-}
-
-impl Corruption {
-    /// The words for it (zlib's, where zlib has them).
-    pub(crate) fn message(self) -> &'static str {
-        match self {
-            Corruption::DistanceTooFar => "distance too far back",
-            Corruption::IncompleteCode => "incomplete Huffman code",
-            Corruption::BlockType => "invalid block type",
-            Corruption::CodeLengths => "invalid code lengths set",
-            Corruption::DistanceCode => "invalid distance code",
-            Corruption::LitLenCode => "invalid literal/length code",
-            Corruption::NoEndCode => "missing end-of-block code",
-            Corruption::OversubscribedCode => "over-subscribed Huffman code",
-            Corruption::RepeatFirst => "repeat with no first length",
-            Corruption::StoredLength => "stored block length check failed",
-            Corruption::TooManyLengths => "too many code lengths",
-            Corruption::TooManySymbols => "too many length or distance symbols",
-            Corruption::Truncated => "truncated deflate stream",
-        }
-    }
 }
 
 type Res<T> = std::result::Result<T, InflateError>;
@@ -197,7 +177,12 @@ impl<const ROOT_SIZE: usize> Table<ROOT_SIZE> {
         if left > 0 && (precode || max > 1) && max != 0 {
             return Err(InflateError::Corrupt(Corruption::IncompleteCode));
         }
-        self.root.fill(INVALID);
+        // A complete code writes every root entry (a code or a subtable
+        // pointer): only an incomplete one leaves holes to mark, and only
+        // the last code's subtable pointers would be taken for this one's.
+        if left > 0 || !self.sub.is_empty() {
+            self.root.fill(INVALID);
+        }
         self.sub.clear();
         // First canonical code of each length.
         let mut next = [0u32; 16];
