@@ -25,7 +25,9 @@ use std::time::Duration;
 use criterion::{
     BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
 };
-use grist_avro_tensor::{AvroDecoder, BlockReader, Codec, ReaderOptions};
+use grist_avro_tensor::{
+    AvroDecoder, BlockDecoder, BlockReader, Codec, Decoded, Header, Location, ReaderOptions,
+};
 use grist_benches::avro_peers::{self, Prod19Columns};
 use grist_benches::prod19_avro;
 
@@ -84,12 +86,71 @@ fn decode(c: &mut Criterion) {
     }
 }
 
+/// The stored (deflated) data of each block of a container file.
+fn stored_blocks(file: &[u8]) -> Vec<&[u8]> {
+    let limits = grist_tensor::Limits::default();
+    let Ok(Decoded::Complete { value, len }) = Header::parse(file, "prod19", &limits) else {
+        panic!("prod19: no header")
+    };
+    let mut decoder = BlockDecoder::new("prod19", value.sync).with_position(0, len as u64);
+    let (mut at, mut blocks) = (len, Vec::new());
+    while let Ok(Decoded::Complete { value, len }) = decoder.decode(&file[at..]) {
+        blocks.push(&file[at + value.data.start..at + value.data.end]);
+        at += len;
+    }
+    blocks
+}
+
+fn inflate(c: &mut Criterion) {
+    let (_, file) = prod19_avro(RECORDS, 42, Codec::Deflate);
+    let blocks = stored_blocks(&file);
+    let (limits, at) = (
+        grist_tensor::Limits::default(),
+        Location::block("prod19".into(), 0),
+    );
+    let inflated: usize = blocks
+        .iter()
+        .map(|b| Codec::Deflate.decompress(b, 0, &limits, &at).unwrap().len())
+        .sum();
+    let mut group = c.benchmark_group("avro_prod19_inflate");
+    group.throughput(Throughput::Bytes(inflated as u64));
+    group.bench_function("one_at_a_time_libdeflate", |b| {
+        b.iter(|| {
+            for block in &blocks {
+                black_box(
+                    Codec::Deflate
+                        .decompress_bytes(block, 0, &limits, &at)
+                        .unwrap(),
+                );
+            }
+        })
+    });
+    group.bench_function("two_at_a_time_grist", |b| {
+        b.iter(|| {
+            for pair in blocks.chunks(2) {
+                match pair {
+                    [x, y] => {
+                        let [x, y] =
+                            Codec::Deflate.decompress_two_bytes([x, y], 0, &limits, [&at, &at]);
+                        black_box((x.unwrap(), y.unwrap()));
+                    }
+                    [x] => {
+                        black_box(Codec::Deflate.decompress_bytes(x, 0, &limits, &at).unwrap());
+                    }
+                    _ => unreachable!(),
+                }
+            }
+        })
+    });
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(4));
-    targets = decode
+    targets = decode, inflate
 }
 criterion_main!(benches);
