@@ -183,12 +183,12 @@ impl<const ROOT_SIZE: usize> Table<ROOT_SIZE> {
         if left > 0 && (precode || max > 1) && max != 0 {
             return Err(InflateError::Corrupt(Corruption::IncompleteCode));
         }
-        // A complete code writes every root entry (a code or a subtable
-        // pointer): only an incomplete one leaves holes to mark, and only
-        // the last code's subtable pointers would be taken for this one's.
-        if left > 0 || !self.sub.is_empty() {
-            self.root.fill(INVALID);
+        if left == 0 {
+            self.build_complete(lens, &count, max, value);
+            return Ok(());
         }
+        // An incomplete code (empty, or one 1-bit code) leaves holes.
+        self.root.fill(INVALID);
         self.sub.clear();
         // First canonical code of each length.
         let mut next = [0u32; 16];
@@ -236,6 +236,99 @@ impl<const ROOT_SIZE: usize> Table<ROOT_SIZE> {
             }
         }
         Ok(())
+    }
+}
+
+impl<const ROOT_SIZE: usize> Table<ROOT_SIZE> {
+    /// Builds a complete code (`count[len]` codes of each length, the
+    /// longest `max`) as libdeflate does: codewords in canonical order
+    /// (bit-reversed, as deflate reads them) each written once into a
+    /// table of 2^len entries, the table doubled by copying when moving
+    /// to the next length, so that a short code reaches all its 2^(root -
+    /// len) entries through copies, not one store each. Codes longer than
+    /// the root get subtables; the codes sharing a root prefix are
+    /// consecutive in canonical order.
+    fn build_complete(
+        &mut self,
+        lens: &[u8],
+        count: &[u16; 16],
+        max: u32,
+        value: impl Fn(usize, u32) -> u32,
+    ) {
+        let root_bits = ROOT_SIZE.trailing_zeros();
+        // Symbols sorted by length, then symbol.
+        let mut start = [0usize; 16];
+        for len in 1..15 {
+            start[len + 1] = start[len] + count[len] as usize;
+        }
+        let mut sorted = [0u16; 288 + 32];
+        for (sym, &l) in lens.iter().enumerate() {
+            if l != 0 {
+                sorted[start[l as usize]] = sym as u16;
+                start[l as usize] += 1;
+            }
+        }
+        let mut symbols = sorted[..lens.len()].iter().map(|&s| s as usize);
+        self.sub.clear();
+        // The current codeword, bit-reversed, in `len` bits; the table
+        // holds 2^len entries so far.
+        let (mut code, mut len, mut end) = (0usize, 1u32, 2usize);
+        let mut remaining = count[1];
+        let next_code = |code: usize, end: usize| {
+            // Bit-reversed increment: set the highest clear bit, clear
+            // those above it.
+            let bit = 1usize << (usize::BITS - 1 - (code ^ (end - 1)).leading_zeros());
+            (code & (bit - 1)) | bit
+        };
+        loop {
+            while remaining > 0 && len <= root_bits {
+                let sym = symbols.next().unwrap_or(0);
+                self.root[code] = value(sym, len);
+                if code == end - 1 {
+                    // The last codeword: double up to the whole root.
+                    while end < ROOT_SIZE {
+                        self.root.copy_within(0..end, end);
+                        end *= 2;
+                    }
+                    return;
+                }
+                code = next_code(code, end);
+                remaining -= 1;
+            }
+            if len == root_bits {
+                break;
+            }
+            self.root.copy_within(0..end, end);
+            end *= 2;
+            len += 1;
+            remaining = count[len as usize];
+        }
+        // Codes longer than the root, into subtables of 2^(max - root).
+        let sub_bits = max - root_bits;
+        let mut prefix = usize::MAX;
+        let mut table = 0;
+        for len in root_bits + 1..=max {
+            let end = 1usize << len;
+            for _ in 0..count[len as usize] {
+                let sym = symbols.next().unwrap_or(0);
+                let e = value(sym, len);
+                if code & (ROOT_SIZE - 1) != prefix {
+                    prefix = code & (ROOT_SIZE - 1);
+                    table = self.sub.len();
+                    self.sub.resize(table + (1 << sub_bits), INVALID);
+                    self.root[prefix] = entry(table as u32, SUB, sub_bits, root_bits);
+                }
+                let mut i = code >> root_bits;
+                while i < 1 << sub_bits {
+                    self.sub[table + i] = e;
+                    i += 1 << (len - root_bits);
+                }
+                if code == end - 1 {
+                    return;
+                }
+                code = next_code(code, end);
+            }
+        }
     }
 }
 
@@ -881,6 +974,48 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn long_codes_use_subtables() {
+        // Byte k about twice as rare as byte k - 1: code lengths up to
+        // deflate's 15 bits, past both roots (literal/length 11, distance 8
+        // for the distances of the repeats).
+        let mut x = 3u64;
+        let mut data = Vec::new();
+        for i in 0..200_000usize {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let byte = (x | 1 << 40).trailing_zeros() as u8;
+            data.push(byte);
+            if i % 1000 == 999 {
+                let back = 1 + (x >> 45) as usize % data.len().min(30_000);
+                for _ in 0..5 {
+                    data.push(data[data.len() - back]);
+                }
+            }
+        }
+        for level in [1, 6, 9] {
+            let c = deflate(&data, level);
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            let (ra, rb) = inflate_two((&c, &mut a), (&c[..], &mut b), usize::MAX);
+            assert_eq!(&a[..ra.unwrap()], &data[..]);
+            assert_eq!(&b[..rb.unwrap()], &data[..]);
+        }
+        let mut t = LitLenTable::new();
+        let mut lens = [0u8; 288];
+        // Lengths 1..=15, one each: incomplete; one more of 15 completes it.
+        for (i, l) in lens.iter_mut().enumerate().take(15) {
+            *l = i as u8 + 1;
+        }
+        lens[256] = 0;
+        t.build(&lens[..257], false, litlen_entry).unwrap_err();
+        lens[256] = 15;
+        t.build(&lens[..257], false, litlen_entry).unwrap();
+        assert!(!t.sub.is_empty());
+        // The 15-bit code of symbol 256, all ones reversed: 2^15 - 1.
+        assert_eq!(t.lookup((1 << 15) - 1) & (END | 0xff), END | 15);
     }
 
     #[test]
