@@ -78,6 +78,12 @@ fn main() -> std::io::Result<()> {
         for (canonical, schema) in [(0u8, &config.schema), (0x80, &config.canonical)] {
             for (k, records) in [0usize, 1, 3, 12].into_iter().enumerate() {
                 let data = valid_block(schema, &config.specs, records, (s * 100 + k) as u64);
+                if data.is_empty() && records > 0 {
+                    // Records of no bytes (the empty record `schema_for_specs`
+                    // writes for no specs): the decoder counts every record
+                    // as at least one byte, so that no count makes it loop.
+                    continue;
+                }
                 // Valid means valid.
                 let mut d = AvroDecoder::new(&config.specs).unwrap();
                 d.add_schema("seed", schema).unwrap();

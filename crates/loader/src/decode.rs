@@ -367,6 +367,55 @@ fn short_piece_bytes<'a>(ctx: &Ctx<'a>, piece: &Piece) -> Option<&'a [u8]> {
     (bytes.len() <= PREFETCH_PIECE_MAX).then_some(bytes)
 }
 
+/// How far past a compressed piece [`inflate_piece`] looks for another.
+const PAIR_LOOKAHEAD: usize = 8;
+
+/// The compressed chunk of piece `k` of `part`, inflated. A deflate block
+/// is inflated together with the next compressed piece's within
+/// [`PAIR_LOOKAHEAD`] ([`Codec::decompress_two_bytes`]: two streams in one
+/// loop, a third faster than one after the other), whose result (data or
+/// error) waits in `ahead` until its turn.
+fn inflate_piece(
+    ctx: &Ctx<'_>,
+    part: &[Piece],
+    k: usize,
+    chunk: &Chunk,
+    codec: Codec,
+    ahead: &mut Option<(usize, Result<Bytes>)>,
+) -> Result<Bytes> {
+    if let Some((at, data)) = ahead.take() {
+        if at == k {
+            return data;
+        }
+        *ahead = Some((at, data));
+    }
+    let at = grist_avro_tensor::Location::block(chunk.file.clone(), chunk.index);
+    let next = (codec == Codec::Deflate)
+        .then(|| {
+            part.iter()
+                .enumerate()
+                .skip(k + 1)
+                .take(PAIR_LOOKAHEAD)
+                .find_map(|(j, p)| match &ctx.work[p.item].source {
+                    Source::Chunk {
+                        chunk,
+                        inflate: Some(c),
+                        ..
+                    } if *c == codec => Some((j, *chunk)),
+                    _ => None,
+                })
+        })
+        .flatten();
+    let Some((j, other)) = next else {
+        return Ok(codec.decompress_bytes(&chunk.data, 0, ctx.limits, &at)?);
+    };
+    let other_at = grist_avro_tensor::Location::block(other.file.clone(), other.index);
+    let [data, later] =
+        codec.decompress_two_bytes([&chunk.data, &other.data], 0, ctx.limits, [&at, &other_at]);
+    *ahead = Some((j, later.map_err(Error::from)));
+    Ok(data?)
+}
+
 /// Decodes one part's pieces into `out`, in order.
 fn decode_part(
     decoder: &mut AnyDecoder,
@@ -381,6 +430,7 @@ fn decode_part(
         inflate_bytes: 0,
         seconds: 0.0,
     };
+    let mut ahead = None;
     for (k, piece) in part.iter().enumerate() {
         grist_tensor::prefetch_ahead(k, |i| {
             part.get(i)
@@ -406,12 +456,10 @@ fn decode_part(
                 };
                 out_piece.end = match inflate {
                     Some(codec) => {
-                        let at =
-                            grist_avro_tensor::Location::block(chunk.file.clone(), chunk.index);
                         // Into a pooled buffer, back to its pool when the
                         // last row of the block has been decoded; sized
                         // by the last block's compression ratio.
-                        let data = codec.decompress_bytes(&chunk.data, 0, ctx.limits, &at)?;
+                        let data = inflate_piece(ctx, part, k, chunk, *codec, &mut ahead)?;
                         timing.inflate_bytes += chunk.data.len() as u64;
                         let inflated = Chunk {
                             data: data.clone(),

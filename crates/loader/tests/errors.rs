@@ -40,6 +40,7 @@ fn damaged_files_fail_at_their_record() {
         (Kind::TfrecordIndexed, 2),
         (Kind::Avro, 2),
         (Kind::AvroDeflate, 1),
+        (Kind::AvroDeflate, 2),
         (Kind::Ffrecord, 2),
     ] {
         let fx = Fixture::standard(kind);
