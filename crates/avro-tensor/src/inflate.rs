@@ -5,7 +5,7 @@
 //! in a table, shift the bit buffer by its length, look up the next one.
 //! On blocks of mostly literals (floats do not compress) each byte costs
 //! that whole latency and the core sits mostly idle; libdeflate inflates
-//! prod19's blocks at ~570 MB/s. An Avro file's blocks are independent
+//! prod19's blocks at 450–570 MB/s. An Avro file's blocks are independent
 //! deflate streams, so [`inflate_two`] steps two of them in one loop: the
 //! two chains have no data dependence and the core overlaps them.
 //!

@@ -373,7 +373,7 @@ const PAIR_LOOKAHEAD: usize = 8;
 /// The compressed chunk of piece `k` of `part`, inflated. A deflate block
 /// is inflated together with the next compressed piece's within
 /// [`PAIR_LOOKAHEAD`] ([`Codec::decompress_two_bytes`]: two streams in one
-/// loop, a third faster than one after the other), whose result (data or
+/// loop, about 1.5x one after the other), whose result (data or
 /// error) waits in `ahead` until its turn.
 fn inflate_piece(
     ctx: &Ctx<'_>,
