@@ -367,14 +367,15 @@ fn short_piece_bytes<'a>(ctx: &Ctx<'a>, piece: &Piece) -> Option<&'a [u8]> {
     (bytes.len() <= PREFETCH_PIECE_MAX).then_some(bytes)
 }
 
-/// How far past a compressed piece [`inflate_piece`] looks for another.
-const PAIR_LOOKAHEAD: usize = 8;
-
 /// The compressed chunk of piece `k` of `part`, inflated. A deflate block
-/// is inflated together with the next compressed piece's within
-/// [`PAIR_LOOKAHEAD`] ([`Codec::decompress_two_bytes`]: two streams in one
-/// loop, about 1.5x one after the other), whose result (data or
-/// error) waits in `ahead` until its turn.
+/// is inflated together with the next compressed piece's of the part
+/// ([`Codec::decompress_two_bytes`]: two streams in one loop, about 1.5x
+/// one after the other), whose result (data or error) waits in `ahead`
+/// until its turn. A shuffled batch takes a few rows of hundreds of
+/// blocks, mostly inflated by earlier batches, so the next block to
+/// inflate may be many pieces on; the searches never overlap (the one
+/// from `k` stops at its partner, which searches no further), so a part
+/// costs one pass over its pieces.
 fn inflate_piece(
     ctx: &Ctx<'_>,
     part: &[Piece],
@@ -395,7 +396,6 @@ fn inflate_piece(
             part.iter()
                 .enumerate()
                 .skip(k + 1)
-                .take(PAIR_LOOKAHEAD)
                 .find_map(|(j, p)| match &ctx.work[p.item].source {
                     Source::Chunk {
                         chunk,
