@@ -594,6 +594,11 @@ struct Stream<'a> {
 
 impl<'a> Stream<'a> {
     fn new(input: &'a [u8], out: &'a mut Vec<u8>, cap: usize) -> Self {
+        // Tables of an earlier stream on this thread: every build writes
+        // what it reads (see `Table::build`), so stale entries are fine.
+        let (litlen, dist) = SPARE_TABLES
+            .with(|t| t.borrow_mut().pop())
+            .unwrap_or_else(|| (LitLenTable::new(), DistTable::new()));
         Self {
             input,
             r: Regs {
@@ -608,8 +613,8 @@ impl<'a> Stream<'a> {
             state: State::Header,
             last_block: false,
             error: None,
-            litlen: LitLenTable::new(),
-            dist: DistTable::new(),
+            litlen,
+            dist,
         }
     }
 
@@ -817,12 +822,25 @@ impl<'a> Stream<'a> {
     }
 
     fn result(self) -> Res<usize> {
-        match self.error {
+        let result = match self.error {
             Some(e) => Err(e),
             None if self.r.written > self.cap => Err(InflateError::TooLarge),
             None => Ok(self.r.written),
-        }
+        };
+        SPARE_TABLES.with(|t| {
+            let mut t = t.borrow_mut();
+            if t.len() < 2 {
+                t.push((self.litlen, self.dist));
+            }
+        });
+        result
     }
+}
+
+thread_local! {
+    /// Two streams' tables (~9 kB each) kept between calls on a thread.
+    static SPARE_TABLES: std::cell::RefCell<Vec<(LitLenTable, DistTable)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Inflates one raw deflate stream into `out`, whose length is room to
