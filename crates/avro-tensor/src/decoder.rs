@@ -853,7 +853,7 @@ impl grist_tensor::Decoder for AvroDecoder {
         )
     }
 
-    /// Decodes as [`decode_chunk`](Self::decode_chunk) does and returns
+    /// Decodes as [`decode_chunk`](grist_tensor::Decoder::decode_chunk) does and returns
     /// where the record after the last decoded one starts in the block's
     /// data, so a loader can cut the decoded records off.
     fn decode_chunk_to(

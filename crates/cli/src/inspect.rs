@@ -214,7 +214,7 @@ fn stats_json(stats: &BTreeMap<String, Stats>, lists: bool) -> Value {
 }
 
 /// The table rows of feature (or, with `steps`, feature list)
-/// statistics: name, kinds, `records/n`, [steps,] values.
+/// statistics: name, kinds, `records/n`, `[steps,]` values.
 fn feature_rows(stats: &BTreeMap<String, Stats>, n: u64, steps: bool) -> Vec<Vec<String>> {
     stats
         .iter()

@@ -148,7 +148,7 @@ impl FileKind {
     }
 }
 
-/// One file written by [`write`].
+/// One file written by [`write()`].
 #[derive(Debug)]
 pub(crate) struct Written {
     /// The file (the folder, for OFRecord).
@@ -159,7 +159,7 @@ pub(crate) struct Written {
     pub(crate) bytes: u64,
 }
 
-/// What [`write`] wrote.
+/// What [`write()`] wrote.
 #[derive(Debug)]
 pub(crate) struct Dataset {
     /// The data files, in the order asked for.

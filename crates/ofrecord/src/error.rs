@@ -54,7 +54,7 @@ impl fmt::Display for Location {
 #[non_exhaustive]
 pub enum FeatureProblem {
     /// The record has no such feature and the output has no default
-    /// (OneFlow: "Field <name> not found", a process abort).
+    /// (OneFlow: `Field <name> not found`, a process abort).
     Missing,
     /// The feature is a `Feature` with no list set (OneFlow: abort,
     /// unimplemented).
