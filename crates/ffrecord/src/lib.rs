@@ -64,7 +64,6 @@
 mod decoder;
 mod error;
 mod header;
-mod pool;
 mod reader;
 mod source;
 mod writer;

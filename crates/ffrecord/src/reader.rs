@@ -13,8 +13,8 @@ use grist_tensor::{Limits, prefetch_ahead};
 
 use crate::error::{Error, Result, SampleAt};
 use crate::header::{FileHeader, HeaderDecoder, PREFIX_LEN, check_sample, encode_header};
-use crate::pool::BufferPool;
 use crate::source::FfrSource;
+use grist_tensor::pool::BufferPool;
 
 /// How sample bytes are fetched from the files: positioned reads (`pread`)
 /// into buffers the reader owns by default ([`Access::read`]), or slices of

@@ -6,9 +6,10 @@ use std::io::{self, BufReader, Read};
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use grist_ffrecord::{FfrReader, SampleAt};
 use grist_tensor::TensorError;
+use grist_tensor::pool::BufferPool;
 
 use crate::error::{Error, Result};
 use crate::files::{Format, Input};
@@ -50,6 +51,9 @@ pub(crate) enum Gather {
         tfrecord: bool,
         read: ReadOptions,
         files: Vec<Framed>,
+        /// The batch read buffers, back when a batch's records are gone:
+        /// no zeroing of a fresh buffer per batch.
+        pool: Arc<BufferPool>,
     },
 }
 
@@ -136,6 +140,7 @@ impl Gather {
                     tfrecord: true,
                     read: read.clone(),
                     files,
+                    pool: Arc::default(),
                 })
             }
             Format::Ofrecord => {
@@ -147,6 +152,7 @@ impl Gather {
                     tfrecord: false,
                     read: read.clone(),
                     files,
+                    pool: Arc::default(),
                 })
             }
             Format::Avro => Err(Error::Unsupported {
@@ -205,7 +211,8 @@ impl Gather {
                 tfrecord,
                 read,
                 files,
-            } => read_framed(*tfrecord, read, files, wants),
+                pool,
+            } => read_framed(*tfrecord, read, files, pool, wants),
         }
     }
 }
@@ -223,6 +230,7 @@ fn read_framed(
     tfrecord: bool,
     read: &ReadOptions,
     files: &[Framed],
+    pool: &Arc<BufferPool>,
     wants: &[(usize, u64)],
 ) -> Result<Gathered> {
     // Every wanted frame, checked against its index.
@@ -291,7 +299,8 @@ fn read_framed(
             max: usize::MAX as u64,
         },
     })?;
-    let mut buf = BytesMut::zeroed(total_len);
+    // A buffer of an earlier batch: the reads below fill every byte used.
+    let mut buf = pool.take(total_len);
     for run in &runs {
         let file = &files[run.file];
         let range = run.at as usize..(run.at + run.end - run.start) as usize;
@@ -305,7 +314,7 @@ fn read_framed(
             });
         }
     }
-    let buf = buf.freeze();
+    let buf = BufferPool::share(pool, buf, total_len);
     let mut records = Vec::with_capacity(wants.len());
     for (i, &(f, r)) in wants.iter().enumerate() {
         let (_, offset, len) = frames[i];

@@ -44,6 +44,7 @@ pub mod json;
 mod limits;
 #[cfg(feature = "ndarray")]
 mod ndarray;
+pub mod pool;
 mod source;
 mod spec;
 pub mod synth;

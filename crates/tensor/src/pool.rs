@@ -1,6 +1,19 @@
-//! Read buffers that come back when the last sample sliced from them is
-//! dropped, so steady reading neither zeroes nor page-faults fresh memory
-//! for every batch.
+//! Read buffers that come back when the last slice of them is dropped, so
+//! steady reading neither zeroes nor page-faults fresh memory for every
+//! batch (FFRecord's batched reads, the loader's reads by record number).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use grist_tensor::pool::BufferPool;
+//!
+//! let pool = Arc::new(BufferPool::default());
+//! let mut buf = pool.take(4);
+//! buf.copy_from_slice(b"abcd");
+//! let bytes = BufferPool::share(&pool, buf, 3);
+//! assert_eq!(&bytes[..], b"abc");
+//! drop(bytes); // the buffer is back, contents and all
+//! assert_eq!(&pool.take(2)[..4], b"abcd");
+//! ```
 
 use std::sync::{Arc, Mutex, Weak};
 
@@ -11,14 +24,14 @@ const KEEP: usize = 4;
 
 /// Free read buffers, shared by the clones of one reader.
 #[derive(Debug, Default)]
-pub(crate) struct BufferPool {
+pub struct BufferPool {
     free: Mutex<Vec<Vec<u8>>>,
 }
 
 impl BufferPool {
     /// A buffer of at least `len` initialized bytes (zeroed only where it
     /// had to grow).
-    pub(crate) fn take(&self, len: usize) -> Vec<u8> {
+    pub fn take(&self, len: usize) -> Vec<u8> {
         let found = {
             let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
             match free.iter().position(|b| b.len() >= len) {
@@ -51,7 +64,7 @@ impl BufferPool {
 
     /// The first `len` bytes of `buf` as shared bytes; the buffer returns
     /// to `pool` when the last slice of them is dropped.
-    pub(crate) fn share(pool: &Arc<BufferPool>, buf: Vec<u8>, len: usize) -> Bytes {
+    pub fn share(pool: &Arc<BufferPool>, buf: Vec<u8>, len: usize) -> Bytes {
         Bytes::from_owner(Pooled {
             data: buf,
             len,
