@@ -161,7 +161,9 @@ impl<const ROOT_SIZE: usize> Table<ROOT_SIZE> {
     /// `value(symbol, len)` is a symbol's entry. `precode`: an incomplete
     /// code is an error (zlib's rule for the code-length code); otherwise
     /// an incomplete code is allowed only when empty or a single 1-bit
-    /// code.
+    /// code. Tables are reused: a complete code writes every root entry,
+    /// an incomplete one marks its holes first, so stale entries of the
+    /// last code never show.
     fn build(&mut self, lens: &[u8], precode: bool, value: impl Fn(usize, u32) -> u32) -> Res<()> {
         let root_bits = ROOT_SIZE.trailing_zeros();
         let mut count = [0u16; 16];
@@ -237,9 +239,7 @@ impl<const ROOT_SIZE: usize> Table<ROOT_SIZE> {
         }
         Ok(())
     }
-}
 
-impl<const ROOT_SIZE: usize> Table<ROOT_SIZE> {
     /// Builds a complete code (`count[len]` codes of each length, the
     /// longest `max`) as libdeflate does: codewords in canonical order
     /// (bit-reversed, as deflate reads them) each written once into a
