@@ -253,16 +253,27 @@ impl Codec {
                 {
                     return Err(too_large(size));
                 }
-                let mut decoder = zstd::stream::read::Decoder::with_buffer(block)
-                    .map_err(|e| corrupt(e.to_string()))?;
                 // Bound the window (the decoder's buffer) by zstd's default
                 // and by the limit (rounded up to a power of two: a frame
                 // with its content size has a window of that size).
                 let window_log = ZSTD_MAX_WINDOW_LOG.min(ceil_log2(cap).max(10));
-                decoder
-                    .window_log_max(window_log)
-                    .map_err(|e| corrupt(e.to_string()))?;
-                read_capped(decoder, hint, cap).map_err(|e| capped(e, 1 << window_log))
+                let inflate = |hint: usize| {
+                    let mut decoder = zstd::stream::read::Decoder::with_buffer(block)
+                        .map_err(|e| Capped::Corrupt(e.to_string()))?;
+                    decoder
+                        .window_log_max(window_log)
+                        .map_err(|e| Capped::Corrupt(e.to_string()))?;
+                    read_capped(decoder, hint, cap)
+                };
+                // zstd words a corrupt frame by the room it was given
+                // ("Destination buffer is too small" or "Data corruption
+                // detected"): a failure is decoded again without the hint,
+                // so that a block fails the same whatever came before it.
+                match inflate(hint) {
+                    Err(Capped::Corrupt(_)) if hint != 0 => inflate(0),
+                    done => done,
+                }
+                .map_err(|e| capped(e, 1 << window_log))
             }
             #[cfg(feature = "bzip2")]
             Codec::Bzip2 => {

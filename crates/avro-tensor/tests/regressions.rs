@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use grist_avro_tensor::{
-    AvroDecoder, BlockReader, ContainerWriter, Decoded, Error, Header, ReaderOptions, WriterOptions,
+    AvroDecoder, BlockDecoder, BlockReader, Codec, ContainerWriter, Decoded, Error, Header,
+    Location, ReaderOptions, WriterOptions,
 };
 use grist_tensor::{DType, FeatureSpec, Limits, Values};
 
@@ -261,4 +262,52 @@ fn skipping_reads_array_blocks_as_decoding_does() {
     assert_eq!(b(all.as_ref().unwrap()), Values::Int64(vec![7, 8]));
     // Rows 1..2 skip record 0 first.
     assert_eq!(b(rest.as_ref().unwrap()), Values::Int64(vec![8]));
+}
+
+/// A fuzz find (`avro_container`): a zstandard file whose block 1 is
+/// corrupt. zstd words the failure by the room it decodes into ("Data
+/// corruption detected" without a size hint, "Destination buffer is too
+/// small" with the previous block's size), so `BlockReader` (hinted) and a
+/// block decompressed alone (unhinted) gave different errors.
+#[test]
+fn a_corrupt_zstandard_block_fails_alike_with_and_without_a_size_hint() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/regressions/zstd_error_depends_on_room.avro"
+    );
+    let bytes = std::fs::read(path).unwrap();
+    let limits = Limits::default()
+        .with_max_record_bytes(1 << 20)
+        .with_max_alloc_bytes(4 << 20);
+    let Ok(Decoded::Complete { value: header, len }) = Header::parse(&bytes, "fuzz", &limits)
+    else {
+        panic!("header")
+    };
+    assert_eq!(header.codec, Codec::Zstandard);
+    // Each block alone, no hint, as the sans-I/O path does.
+    let mut blocks = BlockDecoder::new("fuzz", header.sync)
+        .with_limits(limits)
+        .with_position(0, len as u64);
+    let (mut at, mut alone) = (len, None);
+    while let Ok(Decoded::Complete { value, len }) = blocks.decode(&bytes[at..]) {
+        let where_ = Location::block("fuzz".into(), value.index);
+        let data = &bytes[at + value.data.start..at + value.data.end];
+        if let Err(e) = Codec::Zstandard.decompress(data, 0, &limits, &where_) {
+            alone = Some(e.to_string());
+            break;
+        }
+        at += len;
+    }
+    let alone = alone.expect("a block that fails");
+    // The reader hints each block with the one before.
+    let options = ReaderOptions::default().with_limits(limits);
+    let mut reader = BlockReader::new(&bytes[..], "fuzz", options).unwrap();
+    let read = loop {
+        match reader.next_block() {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("the reader read it all"),
+            Err(e) => break e.to_string(),
+        }
+    };
+    assert_eq!(read, alone);
 }
