@@ -651,12 +651,12 @@ fn inflate_pair_pooled(
     cap: usize,
 ) -> [std::result::Result<Bytes, Capped>; 2] {
     let (mut x, mut y) = (pooled_buffer(), pooled_buffer());
-    let (rx, ry) = (
+    let (room_x, room_y) = (
         room(a.len(), hint, cap, x.len()),
         room(b.len(), hint, cap, y.len()),
     );
-    make_room(&mut x, rx);
-    make_room(&mut y, ry);
+    make_room(&mut x, room_x);
+    make_room(&mut y, room_y);
     let (rx, ry) = crate::inflate::inflate_two((a, &mut x), (b, &mut y), cap);
     let done = |r: std::result::Result<usize, crate::inflate::InflateError>,
                 buf: Vec<u8>,

@@ -878,10 +878,7 @@ impl<R: Read> BlockReader<R> {
 
     fn advance(&mut self) -> Result<Option<Block>> {
         loop {
-            let view = match &self.whole {
-                Some(whole) => &whole[..],
-                None => &self.buf[..],
-            };
+            let view = unread(&self.whole, &self.buf);
             let needed = match self.decoder.decode(view)? {
                 Decoded::Complete { value, len } if self.header.codec == Codec::Deflate => {
                     return self.emit_deflate(value, len).map(Some);
@@ -921,14 +918,14 @@ impl<R: Read> BlockReader<R> {
             let at = Location::block(self.decoder.file().clone(), raw.index);
             codec.decompress_bytes(&stored, self.last_size, &self.limits, &at)?
         };
-        Ok(self.block(raw, data, len))
+        let first_record = self.records;
+        self.records = first_record.saturating_add(raw.record_count);
+        Ok(self.block(raw, data, len, first_record))
     }
 
-    /// The block `raw` with its `data`, counted as handed out.
-    fn block(&mut self, raw: RawBlock, data: Bytes, len: usize) -> Block {
+    /// The block `raw` with its `data` (its size the next block's hint).
+    fn block(&mut self, raw: RawBlock, data: Bytes, len: usize, first_record: u64) -> Block {
         self.last_size = data.len();
-        let first_record = self.records;
-        self.records = self.records.saturating_add(raw.record_count);
         Block {
             index: raw.index,
             offset: raw.offset,
@@ -948,25 +945,19 @@ impl<R: Read> BlockReader<R> {
     fn emit_deflate(&mut self, raw: RawBlock, len: usize) -> Result<Block> {
         let first = self.cut(len);
         let mut next = self.decoder.clone();
-        let mut second = None;
-        for _ in 0..2 {
-            let view = match &self.whole {
-                Some(whole) => &whole[..],
-                None => &self.buf[..],
-            };
-            match next.decode(view) {
-                Ok(Decoded::Complete { value, len }) => second = Some((value, len)),
-                // One more read; an I/O error is found again next time.
-                Ok(Decoded::Incomplete { needed })
-                    if !self.eof && self.whole.is_none() && self.fill(needed).is_ok() =>
-                {
-                    continue;
-                }
-                _ => {}
-            }
-            break;
+        let mut decoded = next.decode(unread(&self.whole, &self.buf));
+        if let Ok(Decoded::Incomplete { needed }) = decoded
+            && !self.eof
+            && self.fill(needed).is_ok()
+        {
+            // One more read; an I/O error is found again next time.
+            decoded = next.decode(unread(&self.whole, &self.buf));
         }
-        let Some((raw2, len2)) = second else {
+        let Ok(Decoded::Complete {
+            value: raw2,
+            len: len2,
+        }) = decoded
+        else {
             return self.finish_block(raw, first, len);
         };
         self.decoder = next;
@@ -982,13 +973,12 @@ impl<R: Read> BlockReader<R> {
             &self.limits,
             [&at[0], &at[1]],
         );
-        let block = self.block(raw, a?, len);
-        self.pending = Some(b.map(|data| {
-            let later = self.block(raw2, data, len2);
-            // Its records count once it is handed out.
-            self.records = self.records.saturating_sub(later.record_count);
-            later
-        }));
+        // The second block's records count once it is handed out.
+        let first_record = self.records;
+        let later_first = first_record.saturating_add(raw.record_count);
+        let block = self.block(raw, a?, len, first_record);
+        self.records = later_first;
+        self.pending = Some(b.map(|data| self.block(raw2, data, len2, later_first)));
         Ok(block)
     }
 
@@ -1029,6 +1019,15 @@ impl<R: Read> BlockReader<R> {
     /// error.
     pub fn blocks(self) -> Blocks<R> {
         Blocks { reader: self }
+    }
+}
+
+/// The input a reader holds and has not handed out: the rest of a whole
+/// input, else its buffer.
+fn unread<'a>(whole: &'a Option<Bytes>, buf: &'a BytesMut) -> &'a [u8] {
+    match whole {
+        Some(whole) => whole,
+        None => buf,
     }
 }
 

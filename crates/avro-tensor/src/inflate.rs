@@ -165,7 +165,6 @@ impl<const ROOT_SIZE: usize> Table<ROOT_SIZE> {
     /// an incomplete one marks its holes first, so stale entries of the
     /// last code never show.
     fn build(&mut self, lens: &[u8], precode: bool, value: impl Fn(usize, u32) -> u32) -> Res<()> {
-        let root_bits = ROOT_SIZE.trailing_zeros();
         let mut count = [0u16; 16];
         for &l in lens {
             count[l as usize] += 1;
@@ -189,53 +188,13 @@ impl<const ROOT_SIZE: usize> Table<ROOT_SIZE> {
             self.build_complete(lens, &count, max, value);
             return Ok(());
         }
-        // An incomplete code (empty, or one 1-bit code) leaves holes.
+        // The incomplete codes allowed: empty, or a single 1-bit code
+        // (codeword 0: every even index); the rest are holes.
         self.root.fill(INVALID);
         self.sub.clear();
-        // First canonical code of each length.
-        let mut next = [0u32; 16];
-        let mut code = 0u32;
-        for len in 1..16 {
-            code = (code + count[len - 1] as u32) << 1;
-            next[len] = code;
-        }
-        let sub_bits = max.saturating_sub(root_bits);
-        for (sym, &l) in lens.iter().enumerate() {
-            let len = l as u32;
-            if len == 0 {
-                continue;
-            }
-            let c = next[len as usize];
-            next[len as usize] += 1;
-            // Deflate reads codes bit by bit from the least significant
-            // end: index tables by the reversed code.
-            let rev = c.reverse_bits() >> (32 - len);
-            let e = value(sym, len);
-            if len <= root_bits {
-                let mut i = rev as usize;
-                while i < ROOT_SIZE {
-                    self.root[i] = e;
-                    i += 1 << len;
-                }
-            } else {
-                let prefix = rev as usize & (ROOT_SIZE - 1);
-                let p = self.root[prefix];
-                let start = if p & SUB != 0 {
-                    (p >> 16) as usize
-                } else {
-                    let start = self.sub.len();
-                    self.sub.resize(start + (1 << sub_bits), INVALID);
-                    self.root[prefix] = entry(start as u32, SUB, sub_bits, root_bits);
-                    start
-                };
-                let high = (rev >> root_bits) as usize;
-                let step = 1usize << (len - root_bits);
-                let mut i = high;
-                while i < 1 << sub_bits {
-                    self.sub[start + i] = e;
-                    i += step;
-                }
-            }
+        if let Some(sym) = lens.iter().position(|&l| l == 1) {
+            let e = value(sym, 1);
+            self.root.iter_mut().step_by(2).for_each(|slot| *slot = e);
         }
         Ok(())
     }

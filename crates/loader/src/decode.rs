@@ -384,28 +384,25 @@ fn inflate_piece(
     codec: Codec,
     ahead: &mut Option<(usize, Result<Bytes>)>,
 ) -> Result<Bytes> {
-    if let Some((at, data)) = ahead.take() {
-        if at == k {
-            return data;
-        }
-        *ahead = Some((at, data));
+    if let Some((_, data)) = ahead.take_if(|(j, _)| *j == k) {
+        return data;
     }
     let at = grist_avro_tensor::Location::block(chunk.file.clone(), chunk.index);
-    let next = (codec == Codec::Deflate)
-        .then(|| {
-            part.iter()
-                .enumerate()
-                .skip(k + 1)
-                .find_map(|(j, p)| match &ctx.work[p.item].source {
-                    Source::Chunk {
-                        chunk,
-                        inflate: Some(c),
-                        ..
-                    } if *c == codec => Some((j, *chunk)),
-                    _ => None,
-                })
-        })
-        .flatten();
+    let next = if codec == Codec::Deflate {
+        part.iter()
+            .enumerate()
+            .skip(k + 1)
+            .find_map(|(j, p)| match &ctx.work[p.item].source {
+                Source::Chunk {
+                    chunk,
+                    inflate: Some(c),
+                    ..
+                } if *c == codec => Some((j, *chunk)),
+                _ => None,
+            })
+    } else {
+        None
+    };
     let Some((j, other)) = next else {
         return Ok(codec.decompress_bytes(&chunk.data, 0, ctx.limits, &at)?);
     };
