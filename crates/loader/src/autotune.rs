@@ -34,6 +34,12 @@
 //! processes shows up as slower parts at higher thread counts, so the
 //! choice follows the machine's actual state.
 //!
+//! The cut sizes the threads' shares; [`share`] then turns it into the
+//! work the threads actually run: the loader's thread decodes the first
+//! half of its part, and the rest is taken in shrinking units by whichever
+//! thread is free, so that a thread started late or slowed by the
+//! prefetch thread holds the batch back by at most one unit.
+//!
 //! ```
 //! use grist_loader::autotune::{CostModel, WorkItem, plan};
 //!
@@ -511,8 +517,120 @@ fn fill(
     parts <= threads
 }
 
+/// How much of part 0's cost the loader's own thread decodes as the head
+/// of a shared batch ([`share`]); the rest goes into units.
+pub const HEAD_SHARE: f64 = 0.5;
+
+/// The smallest unit of a shared batch, as a fraction of the batch's cost
+/// (apart from whole items, which are never cut).
+pub const MIN_UNIT: f64 = 1.0 / 64.0;
+
+/// A plan's rows as its threads share them: the head, which the loader's
+/// own thread decodes straight into the batch, then units in row order,
+/// each taken by whichever thread is free first.
+///
+/// A fixed cut leaves the threads waiting for the slowest one, and which
+/// one that is changes from batch to batch on a busy machine (a thread
+/// that shares its core with the prefetch thread, or is woken late):
+/// 2 threads on TFRecord waited for each other for 30% of a run. Taking
+/// units as they come, the threads finish within one unit of each other,
+/// and units shrink towards the end of the batch to make that unit small.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Shares {
+    /// The loader's own thread's first rows.
+    pub head: Vec<Piece>,
+    /// The other rows, in order, in units.
+    pub units: Vec<Vec<Piece>>,
+}
+
+/// Shares `plan`'s rows of `items` among its threads (see [`Shares`]): the
+/// head is the first [`HEAD_SHARE`] of part 0's cost, each unit after it
+/// `1 / (2 · threads)` of the cost left (at least [`MIN_UNIT`] of the
+/// batch), splittable items cut at row boundaries, whole items kept
+/// whole, and an odd compressed item followed by another compressed one
+/// when it comes next (a thread inflates deflate blocks two at a time).
+/// With one thread, everything is the head.
+///
+/// ```
+/// use grist_loader::autotune::{CostModel, WorkItem, plan_threads, share};
+///
+/// let model = CostModel::uniform(2, 1e-6, 0.0, |_| 0.0);
+/// let batch = [WorkItem { records: 1024, inflate_bytes: 0, splittable: true }];
+/// let shares = share(&plan_threads(&batch, &model, 2), &batch, &model);
+/// assert_eq!(shares.head[0].rows, 0..256);
+/// assert_eq!(shares.units[0][0].rows, 256..448);
+/// assert_eq!(shares.units.last().unwrap()[0].rows.end, 1024);
+/// ```
+pub fn share(plan: &Plan, items: &[WorkItem], model: &CostModel) -> Shares {
+    let pieces: Vec<Piece> = plan.parts.iter().flatten().cloned().collect();
+    if plan.threads <= 1 || plan.parts.len() <= 1 {
+        return Shares {
+            head: pieces,
+            units: Vec::new(),
+        };
+    }
+    // Per row of each item; by records when the model prices nothing.
+    let mut row_cost: Vec<f64> = items
+        .iter()
+        .map(|i| model.cost(plan.threads, i) / i.records.max(1) as f64)
+        .collect();
+    if !row_cost.iter().all(|c| c.is_finite() && *c >= 0.0) || row_cost.iter().all(|c| *c <= 0.0) {
+        row_cost = vec![1.0; items.len()];
+    }
+    let cost = |p: &Piece| (p.rows.end - p.rows.start) as f64 * row_cost[p.item];
+    let total: f64 = pieces.iter().map(cost).sum();
+    let part0: f64 = plan.parts[0].iter().map(cost).sum();
+    let mut rest = pieces.into_iter().peekable();
+    // The pieces from `rest` worth at least `target` (or all there are),
+    // rounded up to a row, or to a whole item.
+    let mut take = |target: f64| {
+        let mut unit = Vec::new();
+        let mut load = 0.0;
+        // Compressed items in the unit: an odd count takes one more
+        // when it comes next, so that a thread inflates them in pairs.
+        let mut compressed = 0;
+        while let Some(p) = rest.peek_mut() {
+            let pairs = compressed % 2 == 1 && items[p.item].inflate_bytes > 0;
+            if load >= target && !unit.is_empty() && !pairs {
+                break;
+            }
+            compressed += usize::from(items[p.item].inflate_bytes > 0);
+            let row = row_cost[p.item];
+            let left = p.rows.end - p.rows.start;
+            let rows = if items[p.item].splittable && row > 0.0 {
+                (((target - load) / row).ceil().max(1.0) as u64).min(left)
+            } else {
+                left
+            };
+            unit.push(Piece {
+                item: p.item,
+                rows: p.rows.start..p.rows.start + rows,
+            });
+            load += rows as f64 * row;
+            if rows == left {
+                rest.next();
+            } else {
+                p.rows.start += rows;
+            }
+        }
+        (unit, load)
+    };
+    let (head, mut left) = take(part0 * HEAD_SHARE);
+    left = total - left;
+    let mut units = Vec::new();
+    loop {
+        let (unit, load) = take((left / (2 * plan.threads) as f64).max(total * MIN_UNIT));
+        if unit.is_empty() {
+            break;
+        }
+        left -= load;
+        units.push(unit);
+    }
+    Shares { head, units }
+}
+
 /// How long one part of a batch took, and what it held.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct PartTiming {
     /// Records decoded.
     pub records: u64,
@@ -520,6 +638,15 @@ pub struct PartTiming {
     pub inflate_bytes: u64,
     /// Seconds spent.
     pub seconds: f64,
+}
+
+impl PartTiming {
+    /// Adds `other`'s records, bytes and seconds (one thread's parts).
+    pub fn add(&mut self, other: &PartTiming) {
+        self.records += other.records;
+        self.inflate_bytes += other.inflate_bytes;
+        self.seconds += other.seconds;
+    }
 }
 
 /// Fits a [`CostModel`] to measured batches.

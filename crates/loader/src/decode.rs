@@ -1,10 +1,12 @@
 //! The per-format glue (one decoder type for the four formats) and the
-//! parallel decoding of one batch: each thread decodes its contiguous part
-//! of the batch into its own builder, the builders are joined in order.
+//! parallel decoding of one batch: the loader's thread decodes the head of
+//! the batch straight into it, then it and the parse threads take the
+//! other rows in units, each into a builder of its own, joined in order.
 
 use std::ops::Range;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -14,7 +16,7 @@ use grist_ofrecord::OfRecordDecoder;
 use grist_tensor::{BatchBuilder, Chunk, Decoder as _, Limits, RecordLayout, SpecFile};
 use grist_tfrecord::ExampleDecoder;
 
-use crate::autotune::{PartTiming, Piece, Plan, WorkItem};
+use crate::autotune::{PartTiming, Piece, Plan, Shares, WorkItem};
 use crate::error::{Error, Result};
 use crate::files::{Format, Input};
 use crate::gather::Record;
@@ -198,97 +200,148 @@ pub(crate) struct Ctx<'a> {
     pub(crate) limits: &'a Limits,
 }
 
-/// Decodes `plan`'s parts of `ctx.work`, part 0 into `out` on this thread,
-/// the others on `pool`, and appends them to `out` in order. On error,
-/// the first error in row order.
+/// Decodes `plan`'s rows of `ctx.work` into `out`: with one thread, on
+/// this thread; with several, as `shares` shares them ([`Shares`]): this
+/// thread decodes the head into `out`, then it and `plan.threads - 1`
+/// threads of `pool` take the units in order, each into a builder of its
+/// own, and the units are appended to `out` in order. On error, the first
+/// error in row order.
 ///
-/// `parts` holds a builder per extra thread, kept between batches: each is
-/// left empty (with its memory) when joined into `out`.
+/// `parts` holds the units' builders, kept between batches: each is left
+/// empty (with its memory) when appended to `out`.
 pub(crate) fn decode_batch(
     pool: Option<&rayon::ThreadPool>,
     decoders: &mut [AnyDecoder],
     parts: &mut Vec<BatchBuilder>,
     ctx: &Ctx<'_>,
     plan: &Plan,
+    shares: &Shares,
     out: &mut BatchBuilder,
 ) -> Result<BatchOut> {
     let start = Instant::now();
     let mut result = BatchOut::default();
-    let n = plan.parts.len();
+    let threads = plan.threads.min(decoders.len());
     let (first, rest) = decoders
         .split_first_mut()
         .expect("the loader has a decoder per thread");
     match pool {
-        Some(pool) if n > 1 => {
-            while parts.len() < n - 1 {
-                parts.push(rest[parts.len()].new_batch(0));
+        Some(pool) if threads > 1 && !shares.units.is_empty() => {
+            let units = &shares.units;
+            while parts.len() < units.len() {
+                parts.push(first.new_batch(0));
             }
-            // Each part writes its rows' batch numbers into its sparse
-            // indices, so joining it is a plain copy.
-            let mut base = out.rows();
-            for (part, pieces) in parts.iter_mut().zip(&plan.parts) {
-                base += pieces
-                    .iter()
-                    .map(|p| (p.rows.end - p.rows.start) as usize)
-                    .sum::<usize>();
+            // Each unit writes its rows' batch numbers into its sparse
+            // indices, so appending it is a plain copy.
+            let mut base = out.rows() + rows_of(&shares.head);
+            for (part, unit) in parts.iter_mut().zip(units) {
                 part.set_row_base(base);
+                base += rows_of(unit);
             }
-            type Done = Result<(Vec<PieceOut>, PartTiming)>;
-            let mut done: Vec<Option<Done>> = (1..n).map(|_| None).collect();
-            let part0 = pool.in_place_scope(|s| {
-                let work = rest
-                    .iter_mut()
-                    .zip(parts.iter_mut())
-                    .zip(&plan.parts[1..])
-                    .zip(done.iter_mut());
-                for (((decoder, b), part), slot) in work {
+            let cells: Vec<UnitCell<'_>> = parts
+                .iter_mut()
+                .take(units.len())
+                .map(|b| Mutex::new((b, None)))
+                .collect();
+            let next = AtomicUsize::new(0);
+            let shared = Shared {
+                ctx,
+                units,
+                cells: &cells,
+                next: &next,
+            };
+            let mut timings: Vec<Option<PartTiming>> = vec![None; threads - 1];
+            let head = pool.in_place_scope(|s| {
+                for (decoder, timing) in rest.iter_mut().zip(timings.iter_mut()) {
+                    let shared = &shared;
                     s.spawn(move |_| {
-                        *slot = Some(guarded(|| decode_part(decoder, ctx, part, b)));
+                        *timing = Some(shared.take_units(decoder, PartTiming::default()))
                     });
                 }
-                guarded(|| decode_part(first, ctx, &plan.parts[0], out))
+                match guarded(|| decode_part(first, ctx, &shares.head, out)) {
+                    Ok((pieces, t)) => Ok((pieces, shared.take_units(first, t))),
+                    Err(e) => {
+                        next.store(units.len(), Ordering::Relaxed);
+                        Err(e)
+                    }
+                }
             });
-            let (pieces, timing) = part0?;
+            let (pieces, timing) = head?;
             result.pieces.extend(pieces);
             result.timings.push(timing);
-            for (d, b) in done.into_iter().zip(parts.iter_mut()) {
-                let (pieces, timing) = d.unwrap_or_else(|| {
+            for cell in cells {
+                let (b, done) = cell.into_inner().unwrap_or_else(|e| e.into_inner());
+                // Units after a failed one may not have been taken: the
+                // failed one comes first.
+                let pieces = done.unwrap_or_else(|| {
                     Err(Error::ThreadPanicked {
                         thread: "parse",
-                        message: "a part was not decoded".into(),
+                        message: "a unit was not decoded".into(),
                     })
                 })?;
                 out.append_from(b);
                 result.pieces.extend(pieces);
-                result.timings.push(timing);
             }
+            result
+                .timings
+                .extend(timings.into_iter().map(|t| t.unwrap_or_default()));
         }
         _ => {
+            let mut total = PartTiming::default();
             for part in &plan.parts {
                 let (pieces, timing) = guarded(|| decode_part(first, ctx, part, out))?;
                 result.pieces.extend(pieces);
-                result.timings.push(timing);
-            }
-            if plan.parts.len() > 1 {
                 // Measured as one part: one thread did it all.
-                let total = result.timings.iter().fold(
-                    PartTiming {
-                        records: 0,
-                        inflate_bytes: 0,
-                        seconds: 0.0,
-                    },
-                    |a, t| PartTiming {
-                        records: a.records + t.records,
-                        inflate_bytes: a.inflate_bytes + t.inflate_bytes,
-                        seconds: a.seconds + t.seconds,
-                    },
-                );
-                result.timings = vec![total];
+                total.add(&timing);
             }
+            result.timings.push(total);
         }
     }
     result.wall = start.elapsed().as_secs_f64();
     Ok(result)
+}
+
+/// The rows of `pieces`.
+fn rows_of(pieces: &[Piece]) -> usize {
+    pieces
+        .iter()
+        .map(|p| (p.rows.end - p.rows.start) as usize)
+        .sum()
+}
+
+/// A unit's builder and what decoding it gave.
+type UnitCell<'b> = Mutex<(&'b mut BatchBuilder, Option<Result<Vec<PieceOut>>>)>;
+
+/// The units of a shared batch and who has taken which.
+struct Shared<'s, 'a, 'b> {
+    ctx: &'s Ctx<'a>,
+    units: &'s [Vec<Piece>],
+    cells: &'s [UnitCell<'b>],
+    /// The next unit to take; past the end after a failure, so that no
+    /// unit after it is started.
+    next: &'s AtomicUsize,
+}
+
+impl Shared<'_, '_, '_> {
+    /// Takes units in order until there are none left, decoding each into
+    /// its cell; returns `timing` with this thread's units added.
+    fn take_units(&self, decoder: &mut AnyDecoder, mut timing: PartTiming) -> PartTiming {
+        loop {
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            let (Some(unit), Some(cell)) = (self.units.get(i), self.cells.get(i)) else {
+                return timing;
+            };
+            let mut cell = cell.lock().unwrap_or_else(|e| e.into_inner());
+            let (b, done) = &mut *cell;
+            let r = guarded(|| decode_part(decoder, self.ctx, unit, b));
+            *done = Some(r.map(|(pieces, t)| {
+                timing.add(&t);
+                pieces
+            }));
+            if matches!(done, Some(Err(_))) {
+                self.next.store(self.units.len(), Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// Runs `f`, turning a panic (a bug) into an error.

@@ -1045,6 +1045,7 @@ impl Loader {
             .collect();
         let items: Vec<WorkItem> = works.iter().map(|w| w.item).collect();
         let plan = self.plan(&items);
+        let shares = autotune::share(&plan, &items, &self.model);
         let mut out = Self::new_batch(&self.decoders[0], &mut self.spare, n);
         let ctx = Ctx {
             work: &works,
@@ -1057,6 +1058,7 @@ impl Loader {
             &mut self.parts,
             &ctx,
             &plan,
+            &shares,
             &mut out,
         )?;
         drop(works);
@@ -1107,6 +1109,7 @@ impl Loader {
         }];
         let items = [works[0].item];
         let plan = self.plan(&items);
+        let shares = autotune::share(&plan, &items, &self.model);
         let mut out = Self::new_batch(&self.decoders[0], &mut self.spare, n);
         let ctx = Ctx {
             work: &works,
@@ -1119,6 +1122,7 @@ impl Loader {
             &mut self.parts,
             &ctx,
             &plan,
+            &shares,
             &mut out,
         )?;
         self.finish(out, first, started, &done)

@@ -3,8 +3,8 @@
 //! the costs that produced the timings. No wall clock is involved.
 
 use grist_loader::autotune::{
-    Calibrator, CostModel, PartTiming, WorkItem, plan, plan_preferring_more, spread,
-    spread_weighted,
+    Calibrator, CostModel, HEAD_SHARE, MIN_UNIT, PartTiming, Piece, Shares, WorkItem, plan,
+    plan_preferring_more, plan_threads, share, spread, spread_weighted,
 };
 
 /// A small deterministic generator for the instances.
@@ -530,5 +530,102 @@ fn long_batches_take_more_threads_when_they_are_nearly_as_good() {
         // Without a margin it is plan's choice.
         let plain = plan_preferring_more(&items, &model, 0.0, 0.5e-3);
         assert_eq!(plain.threads, plan(&items, &model).threads);
+    }
+}
+
+/// The rows of `pieces` as (item, row) pairs, in order.
+fn rows_in_order(pieces: &[Piece]) -> Vec<(usize, u64)> {
+    pieces
+        .iter()
+        .flat_map(|p| p.rows.clone().map(move |r| (p.item, r)))
+        .collect()
+}
+
+/// The makespan of `shares` on `threads` threads when each thread takes
+/// the next unit as soon as it is free, thread 0 starting with the head at
+/// time 0 and the others at `delay` (woken late, or sharing a core).
+fn simulate(shares: &Shares, cost: &dyn Fn(&[Piece]) -> f64, threads: usize, delay: f64) -> f64 {
+    let mut free: Vec<f64> = (0..threads)
+        .map(|t| if t == 0 { cost(&shares.head) } else { delay })
+        .collect();
+    for unit in &shares.units {
+        let (t, _) =
+            free.iter().enumerate().fold(
+                (0, f64::INFINITY),
+                |b, (i, &f)| if f < b.1 { (i, f) } else { b },
+            );
+        free[t] += cost(unit);
+    }
+    free.into_iter().fold(0.0, f64::max)
+}
+
+#[test]
+fn shares_cover_the_plan_in_order_and_let_a_late_thread_off_lightly() {
+    let mut rng = Lcg(11);
+    for case in 0..300 {
+        let items = random_items(&mut rng, 1 + case % 40);
+        let model = CostModel::uniform(4, 1e-6, 2e-9, |_| 0.0);
+        let costs: Vec<f64> = items.iter().map(|i| model.cost(2, i)).collect();
+        let cost = |pieces: &[Piece]| -> f64 {
+            pieces
+                .iter()
+                .map(|p| {
+                    costs[p.item] * (p.rows.end - p.rows.start) as f64
+                        / items[p.item].records as f64
+                })
+                .sum()
+        };
+        for t in 1..=4 {
+            let plan = plan_threads(&items, &model, t);
+            let shares = share(&plan, &items, &model);
+            // The same rows in the same order, whole items whole.
+            let planned: Vec<Piece> = plan.parts.concat();
+            let mut shared = shares.head.clone();
+            shared.extend(shares.units.concat());
+            assert_eq!(rows_in_order(&shared), rows_in_order(&planned));
+            for p in &shared {
+                if !items[p.item].splittable {
+                    assert_eq!(p.rows, 0..items[p.item].records, "case {case}");
+                }
+            }
+            if plan.threads == 1 {
+                assert!(shares.units.is_empty());
+                continue;
+            }
+            // The head: half of part 0, to one row or whole item (or two
+            // compressed items, which inflate as a pair).
+            let head = cost(&shares.head);
+            let target = HEAD_SHARE * cost(&plan.parts[0]);
+            assert!(head + 1e-15 >= target.min(cost(&planned)), "case {case}");
+            let h = &shares.head;
+            let compressed = |p: &Piece| items[p.item].inflate_bytes > 0;
+            let (last, before) = h.split_last().expect("a head");
+            let pairs =
+                compressed(last) && before.iter().filter(|p| compressed(p)).count() % 2 == 1;
+            let before = if pairs && cost(before) >= target {
+                &before[..before.len() - 1]
+            } else {
+                before
+            };
+            assert!(cost(before) < target + 1e-15, "case {case}");
+            // Units at least MIN_UNIT of the batch (but the last).
+            let total = cost(&planned);
+            for u in shares.units.iter().rev().skip(1) {
+                assert!(cost(u) + 1e-15 >= total * MIN_UNIT, "case {case}");
+            }
+            // A thread that starts late delays the batch by about half its
+            // delay, not all of it: list scheduling's bound.
+            let largest = shares.units.iter().map(|u| cost(u)).fold(0.0, f64::max);
+            for delay in [0.0, total / 8.0, total / 3.0] {
+                let makespan = simulate(&shares, &cost, plan.threads, delay);
+                let bound = head
+                    .max((total + (plan.threads - 1) as f64 * delay) / plan.threads as f64)
+                    + largest;
+                assert!(
+                    makespan <= bound + 1e-12,
+                    "case {case} t {t}: {makespan} > {bound}"
+                );
+            }
+        }
     }
 }

@@ -299,3 +299,33 @@ fn stopped_before(seen: &[i64], bad: i64) {
     assert!(seen.iter().all(|&i| i < bad), "{bad}: {seen:?}");
     assert!(seen.len() as i64 >= bad - 16, "{bad}: {}", seen.len());
 }
+
+#[test]
+fn the_first_bad_record_of_a_batch_is_reported_whichever_thread_meets_it() {
+    // Two damaged samples in one batch of 16 (dataset numbers 64..80): in
+    // the head and a unit, or in two units, which the threads may finish
+    // in either order.
+    for (first, second) in [(26, 38), (30, 38), (33, 36)] {
+        let fx = Fixture::standard(Kind::Ffrecord);
+        let path = &fx.sources[1];
+        let reader = grist_ffrecord::FfrReader::open(path, Default::default()).unwrap();
+        let offsets = reader.files()[0].header().offsets().to_vec();
+        let mut bytes = std::fs::read(path).unwrap();
+        for sample in [first, second] {
+            bytes[offsets[sample] as usize + 5] ^= 0x20;
+        }
+        std::fs::write(path, bytes).unwrap();
+        for threads in [1, 2, 3].map(Threads::Fixed) {
+            for _ in 0..5 {
+                let (seen, e) = first_error(&fx, threads);
+                match &e {
+                    Error::Ffrecord(grist_ffrecord::Error::SampleChecksum { at, .. }) => {
+                        assert_eq!(at.sample, first as u64, "{threads:?}");
+                    }
+                    other => panic!("{threads:?}: {other:?}"),
+                }
+                stopped_before(&seen, 40 + first as i64);
+            }
+        }
+    }
+}
