@@ -486,19 +486,11 @@ fn read_leaves(
     match (leaf, &mut *out) {
         (Leaf::Float, Values::Float32(v)) => {
             let bytes = r.take(count * 4)?;
-            v.extend(
-                bytes
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-            );
+            grist_tensor::le::extend(v, bytes);
         }
         (Leaf::Double, Values::Float64(v)) => {
             let bytes = r.take(count * 8)?;
-            v.extend(
-                bytes
-                    .chunks_exact(8)
-                    .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])),
-            );
+            grist_tensor::le::extend(v, bytes);
         }
         (Leaf::Long, Values::Int64(v)) => {
             v.reserve(count);

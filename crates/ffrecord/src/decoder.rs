@@ -365,26 +365,10 @@ impl RawDecoder {
                 }
                 v.extend(payload.iter().map(|&b| b == 1));
             }
-            Values::Int32(v) => v.extend(
-                payload
-                    .chunks_exact(4)
-                    .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])),
-            ),
-            Values::Float32(v) => v.extend(
-                payload
-                    .chunks_exact(4)
-                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
-            ),
-            Values::Int64(v) => v.extend(payload.chunks_exact(8).map(|c| {
-                let mut w = [0u8; 8];
-                w.copy_from_slice(c);
-                i64::from_le_bytes(w)
-            })),
-            Values::Float64(v) => v.extend(payload.chunks_exact(8).map(|c| {
-                let mut w = [0u8; 8];
-                w.copy_from_slice(c);
-                f64::from_le_bytes(w)
-            })),
+            Values::Int32(v) => grist_tensor::le::extend(v, payload),
+            Values::Float32(v) => grist_tensor::le::extend(v, payload),
+            Values::Int64(v) => grist_tensor::le::extend(v, payload),
+            Values::Float64(v) => grist_tensor::le::extend(v, payload),
             Values::String(v) => v.push(payload),
         }
         d.end_row();

@@ -695,20 +695,14 @@ impl Sink for Vec<i32> {
 impl Sink for Vec<f32> {
     #[inline(always)]
     fn f32s(&mut self, le: &[u8]) {
-        self.extend(
-            le.chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-        );
+        grist_tensor::le::extend(self, le);
     }
 }
 
 impl Sink for Vec<f64> {
     #[inline(always)]
     fn f64s(&mut self, le: &[u8]) {
-        self.extend(
-            le.chunks_exact(8)
-                .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])),
-        );
+        grist_tensor::le::extend(self, le);
     }
 }
 

@@ -41,6 +41,7 @@ mod builder;
 mod dtype;
 mod error;
 pub mod json;
+pub mod le;
 mod limits;
 #[cfg(feature = "ndarray")]
 mod ndarray;

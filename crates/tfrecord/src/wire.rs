@@ -138,8 +138,9 @@ impl<'a> Cursor<'a> {
 
     /// The fast path for a map entry written the usual way: key (field 1)
     /// then value (field 2), nothing else. `None` when the entry has any
-    /// other layout (the caller then walks it field by field).
-    #[inline]
+    /// other layout (the caller then walks it field by field). Inlined:
+    /// returned from a call, the key and span went through memory.
+    #[inline(always)]
     pub(crate) fn key_value(&self) -> Option<(&'a [u8], Span)> {
         let e = &self.buf[self.pos..];
         if e.first() != Some(&0x0a) {
@@ -306,8 +307,12 @@ impl Kind {
 /// last list field present decides the kind, and repeated occurrences of
 /// the same list field are concatenated (TensorFlow agrees on every Feature
 /// a protobuf library writes: exactly one list field).
-#[inline]
-pub(crate) fn feature(mut c: Cursor<'_>) -> WireResult<FeatureRef> {
+///
+/// The common case (one list field spanning the message) is inlined into
+/// the caller: returned from a call, the result went through memory and
+/// its reload stalled on the stores just made (5% of a prod19 parse).
+#[inline(always)]
+pub(crate) fn feature(c: Cursor<'_>) -> WireResult<FeatureRef> {
     let end = c.offset() + (c.buf.len() - c.pos);
     // Fast path: one list field spanning the whole message.
     let rest = &c.buf[c.pos..];
@@ -336,6 +341,13 @@ pub(crate) fn feature(mut c: Cursor<'_>) -> WireResult<FeatureRef> {
             }
         }
     }
+    feature_fields(c)
+}
+
+/// [`feature`] for any other message: field by field.
+#[inline(never)]
+fn feature_fields(mut c: Cursor<'_>) -> WireResult<FeatureRef> {
+    let end = c.offset() + (c.buf.len() - c.pos);
     let mut out = FeatureRef {
         kind: None,
         body: Span::default(),
@@ -447,11 +459,7 @@ pub(crate) fn float_list(
                         offset: at,
                     });
                 }
-                out.extend(
-                    bytes
-                        .chunks_exact(4)
-                        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-                );
+                grist_tensor::le::extend(out, bytes);
             }
             FIXED32 => out.push(f32::from_le_bytes(list.fixed::<4>()?)),
             _ => return Ok(false),
