@@ -268,6 +268,7 @@ pub(crate) fn decode_batch(
             let (pieces, timing) = head?;
             result.pieces.extend(pieces);
             result.timings.push(timing);
+            let mut decoded = Vec::with_capacity(cells.len());
             for cell in cells {
                 let (b, done) = cell.into_inner().unwrap_or_else(|e| e.into_inner());
                 // Units after a failed one may not have been taken: the
@@ -278,9 +279,21 @@ pub(crate) fn decode_batch(
                         message: "a unit was not decoded".into(),
                     })
                 })?;
-                out.append_from(b);
+                decoded.push(b);
                 result.pieces.extend(pieces);
             }
+            // The units' columns are copied into the batch by this thread
+            // and a pool thread, half each.
+            let copy = guarded(|| {
+                out.append_all_from(&mut decoded, |a, b| {
+                    pool.in_place_scope(|s| {
+                        s.spawn(|_| b());
+                        a();
+                    })
+                });
+                Ok(())
+            });
+            copy?;
             result
                 .timings
                 .extend(timings.into_iter().map(|t| t.unwrap_or_default()));
