@@ -1244,7 +1244,7 @@ mod tests {
         let mut jobs = 0;
         head.append_all_from(&mut [&mut a, &mut b, &mut c], |x, y| {
             std::thread::scope(|s| {
-                s.spawn(|| y());
+                s.spawn(y);
                 x();
             });
             jobs += 2;
