@@ -525,6 +525,12 @@ pub const HEAD_SHARE: f64 = 0.5;
 /// (apart from whole items, which are never cut).
 pub const MIN_UNIT: f64 = 1.0 / 64.0;
 
+/// The predicted time of a batch below which [`share`] keeps the plan's
+/// parts as they are: 400 µs. Shorter batches lose more to the claiming
+/// and appending of units than a late thread costs them (batch 64 on 2
+/// threads: Avro deflate 0.72x, TFRecord 0.96x of the plan's parts).
+pub const SHARE_FROM: f64 = 400e-6;
+
 /// A plan's rows as its threads share them: the head, which the loader's
 /// own thread decodes straight into the batch, then units in row order,
 /// each taken by whichever thread is free first.
@@ -543,13 +549,16 @@ pub struct Shares {
     pub units: Vec<Vec<Piece>>,
 }
 
-/// Shares `plan`'s rows of `items` among its threads (see [`Shares`]): the
-/// head is the first [`HEAD_SHARE`] of part 0's cost, each unit after it
+/// Shares `plan`'s rows of `items` among its threads (see [`Shares`]).
+/// When the model predicts the batch at [`SHARE_FROM`] or more, the head
+/// is the first [`HEAD_SHARE`] of part 0's cost, each unit after it
 /// `1 / (2 · threads)` of the cost left (at least [`MIN_UNIT`] of the
 /// batch), splittable items cut at row boundaries, whole items kept
 /// whole, and an odd compressed item followed by another compressed one
-/// when it comes next (a thread inflates deflate blocks two at a time).
-/// With one thread, everything is the head.
+/// when it comes next and the other threads still have one each left (a
+/// thread inflates deflate blocks two at a time).
+/// Shorter, the head is part 0 and each other part a unit. With one
+/// thread, everything is the head.
 ///
 /// ```
 /// use grist_loader::autotune::{CostModel, WorkItem, plan_threads, share};
@@ -574,12 +583,25 @@ pub fn share(plan: &Plan, items: &[WorkItem], model: &CostModel) -> Shares {
         .iter()
         .map(|i| model.cost(plan.threads, i) / i.records.max(1) as f64)
         .collect();
-    if !row_cost.iter().all(|c| c.is_finite() && *c >= 0.0) || row_cost.iter().all(|c| *c <= 0.0) {
+    let priced =
+        row_cost.iter().all(|c| c.is_finite() && *c >= 0.0) && row_cost.iter().any(|c| *c > 0.0);
+    if !priced {
         row_cost = vec![1.0; items.len()];
     }
     let cost = |p: &Piece| (p.rows.end - p.rows.start) as f64 * row_cost[p.item];
     let total: f64 = pieces.iter().map(cost).sum();
+    if priced && total < SHARE_FROM {
+        // A short batch: the parts as planned, each a unit (a thread that
+        // is late still has its part taken by one that is free).
+        return Shares {
+            head: plan.parts[0].clone(),
+            units: plan.parts[1..].to_vec(),
+        };
+    }
     let part0: f64 = plan.parts[0].iter().map(cost).sum();
+    let is_compressed = |p: &Piece| items[p.item].inflate_bytes > 0;
+    // Compressed pieces not yet in the head or a unit.
+    let mut compressed_left = pieces.iter().filter(|p| is_compressed(p)).count();
     let mut rest = pieces.into_iter().peekable();
     // The pieces from `rest` worth at least `target` (or all there are),
     // rounded up to a row, or to a whole item.
@@ -587,14 +609,21 @@ pub fn share(plan: &Plan, items: &[WorkItem], model: &CostModel) -> Shares {
         let mut unit = Vec::new();
         let mut load = 0.0;
         // Compressed items in the unit: an odd count takes one more
-        // when it comes next, so that a thread inflates them in pairs.
+        // when it comes next, so that a thread inflates them in pairs
+        // (1.5x one at a time) — unless that would leave fewer than one
+        // for each other thread, which would then wait (two on two
+        // threads run 2x).
         let mut compressed = 0;
         while let Some(p) = rest.peek_mut() {
-            let pairs = compressed % 2 == 1 && items[p.item].inflate_bytes > 0;
+            let pairs =
+                compressed % 2 == 1 && is_compressed(p) && compressed_left > plan.threads - 1;
             if load >= target && !unit.is_empty() && !pairs {
                 break;
             }
-            compressed += usize::from(items[p.item].inflate_bytes > 0);
+            if is_compressed(p) {
+                compressed += 1;
+                compressed_left -= 1;
+            }
             let row = row_cost[p.item];
             let left = p.rows.end - p.rows.start;
             let rows = if items[p.item].splittable && row > 0.0 {
@@ -627,6 +656,27 @@ pub fn share(plan: &Plan, items: &[WorkItem], model: &CostModel) -> Shares {
         units.push(unit);
     }
     Shares { head, units }
+}
+
+/// The model's cost of `plan`'s longest part over the cost of all its
+/// parts (1 for one part; about `1 / threads` for a balanced plan).
+pub fn longest_share(plan: &Plan, items: &[WorkItem], model: &CostModel) -> f64 {
+    let part = |pieces: &Vec<Piece>| -> f64 {
+        pieces
+            .iter()
+            .map(|p| {
+                model.cost(plan.threads, &items[p.item]) * (p.rows.end - p.rows.start) as f64
+                    / items[p.item].records.max(1) as f64
+            })
+            .sum()
+    };
+    let costs: Vec<f64> = plan.parts.iter().map(part).collect();
+    let total: f64 = costs.iter().sum();
+    if total > 0.0 && total.is_finite() {
+        costs.iter().copied().fold(0.0, f64::max) / total
+    } else {
+        1.0
+    }
 }
 
 /// How long one part of a batch took, and what it held.
@@ -759,8 +809,31 @@ impl Calibrator {
 
     /// Learns from one batch decoded with `parts.len()` threads whose
     /// parallel section (start of the first part to the last part joined
-    /// into the batch) took `wall` seconds, and updates `model`.
+    /// into the batch) took `wall` seconds, and updates `model`; the
+    /// overhead is the wall time beyond the longest part.
     pub fn observe(&mut self, model: &mut CostModel, parts: &[PartTiming], wall: f64) {
+        let total: f64 = parts.iter().map(|p| p.seconds).sum();
+        let longest = parts.iter().map(|p| p.seconds).fold(0.0, f64::max);
+        let share = if total > 0.0 { longest / total } else { 1.0 };
+        self.observe_shared(model, parts, wall, share);
+    }
+
+    /// [`observe`](Self::observe) for a batch whose threads shared their
+    /// work ([`share`]): `parts` is each thread's time and what it
+    /// decoded, and `longest_share` the planned longest part's share of
+    /// the batch's cost ([`longest_share`]). The overhead is the wall time
+    /// beyond that share of the threads' summed time: what the plan's
+    /// longest part would have taken. Beyond the longest thread instead, a
+    /// thread that took its late partner's part hid the lateness (in a
+    /// short batch one thread often does all: the longest is then the
+    /// whole), and two threads looked as cheap as one.
+    pub fn observe_shared(
+        &mut self,
+        model: &mut CostModel,
+        parts: &[PartTiming],
+        wall: f64,
+        longest_share: f64,
+    ) {
         let t = parts.len().clamp(1, self.fits.len());
         let prior = [
             model.per_record[t - 1] * SCALE[0],
@@ -791,7 +864,7 @@ impl Calibrator {
         let theta = solve_nonnegative(a, b);
         model.per_record[t - 1] = theta[0] / SCALE[0];
         model.per_inflated_byte[t - 1] = theta[1] / SCALE[1];
-        let longest = parts.iter().map(|p| p.seconds).fold(0.0, f64::max);
+        let longest = longest_share * parts.iter().map(|p| p.seconds).sum::<f64>();
         self.overheads[t - 1].push((wall - longest).max(0.0));
         model.overhead[t - 1] = self.overheads[t - 1].median();
         // Each part's time over the model's cost for it, against the

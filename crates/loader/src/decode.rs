@@ -191,6 +191,8 @@ pub(crate) struct BatchOut {
     pub(crate) timings: Vec<PartTiming>,
     /// Seconds from the first part's start to the last part appended.
     pub(crate) wall: f64,
+    /// The plan's longest part's share of the batch's modelled cost.
+    pub(crate) longest_share: f64,
 }
 
 /// The context every part needs.
@@ -283,13 +285,19 @@ pub(crate) fn decode_batch(
                 result.pieces.extend(pieces);
             }
             // The units' columns are copied into the batch by this thread
-            // and a pool thread, half each.
+            // and a pool thread, half each, when there are enough of them
+            // to be worth waking the thread for.
             let copy = guarded(|| {
-                out.append_all_from(&mut decoded, |a, b| {
-                    pool.in_place_scope(|s| {
-                        s.spawn(|_| b());
+                out.append_all_from(&mut decoded, |bytes, a, b| {
+                    if bytes < PARALLEL_COPY_FROM {
                         a();
-                    })
+                        b();
+                    } else {
+                        pool.in_place_scope(|s| {
+                            s.spawn(|_| b());
+                            a();
+                        })
+                    }
                 });
                 Ok(())
             });
@@ -312,6 +320,10 @@ pub(crate) fn decode_batch(
     result.wall = start.elapsed().as_secs_f64();
     Ok(result)
 }
+
+/// The bytes of decoded units from which a pool thread copies half of
+/// them into the batch: below, waking it costs more than the copy.
+const PARALLEL_COPY_FROM: usize = 256 << 10;
 
 /// The rows of `pieces`.
 fn rows_of(pieces: &[Piece]) -> usize {

@@ -1046,6 +1046,7 @@ impl Loader {
         let items: Vec<WorkItem> = works.iter().map(|w| w.item).collect();
         let plan = self.plan(&items);
         let shares = autotune::share(&plan, &items, &self.model);
+        let longest_share = autotune::longest_share(&plan, &items, &self.model);
         let mut out = Self::new_batch(&self.decoders[0], &mut self.spare, n);
         let ctx = Ctx {
             work: &works,
@@ -1061,6 +1062,12 @@ impl Loader {
             &shares,
             &mut out,
         )?;
+        // One timing: one thread decoded the plan's parts one after another.
+        done.longest_share = if done.timings.len() > 1 {
+            longest_share
+        } else {
+            1.0
+        };
         drop(works);
         // What the batch used of each chunk.
         for p in std::mem::take(&mut done.pieces) {
@@ -1110,13 +1117,14 @@ impl Loader {
         let items = [works[0].item];
         let plan = self.plan(&items);
         let shares = autotune::share(&plan, &items, &self.model);
+        let longest_share = autotune::longest_share(&plan, &items, &self.model);
         let mut out = Self::new_batch(&self.decoders[0], &mut self.spare, n);
         let ctx = Ctx {
             work: &works,
             inputs: &self.config.inputs,
             limits: &self.config.read.limits,
         };
-        let done = decode_batch(
+        let mut done = decode_batch(
             self.pool.as_ref(),
             &mut self.decoders,
             &mut self.parts,
@@ -1125,6 +1133,12 @@ impl Loader {
             &shares,
             &mut out,
         )?;
+        // One timing: one thread decoded the plan's parts one after another.
+        done.longest_share = if done.timings.len() > 1 {
+            longest_share
+        } else {
+            1.0
+        };
         self.finish(out, first, started, &done)
     }
 
@@ -1147,8 +1161,12 @@ impl Loader {
         // batches (the threads' memory still to fault in: 3-4x the time
         // of the batches after).
         if threads == self.acc.last_threads && self.acc.batches >= WARMUP_BATCHES {
-            self.calibrator
-                .observe(&mut self.model, &done.timings, done.wall);
+            self.calibrator.observe_shared(
+                &mut self.model,
+                &done.timings,
+                done.wall,
+                done.longest_share,
+            );
         }
         if self.acc.threads_used.len() < threads {
             self.acc.threads_used.resize(threads, 0);

@@ -3,8 +3,8 @@
 //! the costs that produced the timings. No wall clock is involved.
 
 use grist_loader::autotune::{
-    Calibrator, CostModel, HEAD_SHARE, MIN_UNIT, PartTiming, Piece, Shares, WorkItem, plan,
-    plan_preferring_more, plan_threads, share, spread, spread_weighted,
+    Calibrator, CostModel, HEAD_SHARE, MIN_UNIT, PartTiming, Piece, SHARE_FROM, Shares, WorkItem,
+    longest_share, plan, plan_preferring_more, plan_threads, share, spread, spread_weighted,
 };
 
 /// A small deterministic generator for the instances.
@@ -562,6 +562,7 @@ fn simulate(shares: &Shares, cost: &dyn Fn(&[Piece]) -> f64, threads: usize, del
 #[test]
 fn shares_cover_the_plan_in_order_and_let_a_late_thread_off_lightly() {
     let mut rng = Lcg(11);
+    let mut long = 0;
     for case in 0..300 {
         let items = random_items(&mut rng, 1 + case % 40);
         let model = CostModel::uniform(4, 1e-6, 2e-9, |_| 0.0);
@@ -592,6 +593,14 @@ fn shares_cover_the_plan_in_order_and_let_a_late_thread_off_lightly() {
                 assert!(shares.units.is_empty());
                 continue;
             }
+            let total = cost(&planned);
+            if total < SHARE_FROM {
+                // Short: the parts as planned.
+                assert_eq!(shares.head, plan.parts[0], "case {case}");
+                assert_eq!(shares.units, plan.parts[1..], "case {case}");
+                continue;
+            }
+            long += 1;
             // The head: half of part 0, to one row or whole item (or two
             // compressed items, which inflate as a pair).
             let head = cost(&shares.head);
@@ -609,7 +618,6 @@ fn shares_cover_the_plan_in_order_and_let_a_late_thread_off_lightly() {
             };
             assert!(cost(before) < target + 1e-15, "case {case}");
             // Units at least MIN_UNIT of the batch (but the last).
-            let total = cost(&planned);
             for u in shares.units.iter().rev().skip(1) {
                 assert!(cost(u) + 1e-15 >= total * MIN_UNIT, "case {case}");
             }
@@ -628,4 +636,41 @@ fn shares_cover_the_plan_in_order_and_let_a_late_thread_off_lightly() {
             }
         }
     }
+    // Both kinds of batch came up.
+    assert!(long > 100, "{long}");
+}
+
+#[test]
+fn a_thread_that_did_its_late_partners_part_counts_against_two_threads() {
+    // 64 records at 2 µs each. With 2 threads the loader's thread decoded
+    // them all: its partner woke after the work was gone.
+    let batch = [WorkItem {
+        records: 64,
+        inflate_bytes: 0,
+        splittable: true,
+    }];
+    let alone = [PartTiming {
+        records: 64,
+        inflate_bytes: 0,
+        seconds: 128e-6,
+    }];
+    let shared = [alone[0], PartTiming::default()];
+    let learn = |by_plan: bool| {
+        let mut model = CostModel::new(2);
+        let mut cal = Calibrator::new(2);
+        for _ in 0..20 {
+            cal.observe(&mut model, &alone, 130e-6);
+            if by_plan {
+                let share = longest_share(&plan_threads(&batch, &model, 2), &batch, &model);
+                assert!((share - 0.5).abs() < 1e-9);
+                cal.observe_shared(&mut model, &shared, 133e-6, share);
+            } else {
+                cal.observe(&mut model, &shared, 133e-6);
+            }
+        }
+        plan(&batch, &model).threads
+    };
+    assert_eq!(learn(true), 1);
+    // Beyond the longest thread, the 133 µs look like 64 + 5.
+    assert_eq!(learn(false), 2);
 }

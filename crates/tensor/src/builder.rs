@@ -839,7 +839,7 @@ impl BatchBuilder {
     ///
     /// When `other` has different columns (a caller bug).
     pub fn append_from(&mut self, other: &mut BatchBuilder) {
-        self.append_all_from(&mut [other], |a, b| {
+        self.append_all_from(&mut [other], |_, a, b| {
             a();
             b();
         });
@@ -850,8 +850,9 @@ impl BatchBuilder {
     /// with their memory, as [`append_from`](Self::append_from) on each in
     /// turn would; the copying is split into two jobs, each appending
     /// some of the columns (about half the bytes) of every one of
-    /// `others`, which `run` runs, on two threads if it likes: the columns
-    /// are disjoint.
+    /// `others`, which `run` runs, on two threads if it likes (the columns
+    /// are disjoint), given first about how many bytes there are to copy
+    /// (too few are not worth waking a thread for).
     ///
     /// Joining the parts of a batch decoded on two threads this way keeps
     /// both at work instead of one copying while the other waits.
@@ -876,7 +877,7 @@ impl BatchBuilder {
     ///     b
     /// };
     /// let (mut whole, mut a, mut b) = (part(0, 2), part(2, 5), part(5, 6));
-    /// whole.append_all_from(&mut [&mut a, &mut b], |x, y| std::thread::scope(|s| {
+    /// whole.append_all_from(&mut [&mut a, &mut b], |_bytes, x, y| std::thread::scope(|s| {
     ///     s.spawn(|| x());
     ///     y();
     /// }));
@@ -890,7 +891,7 @@ impl BatchBuilder {
     pub fn append_all_from(
         &mut self,
         others: &mut [&mut BatchBuilder],
-        run: impl FnOnce(&mut (dyn FnMut() + Send), &mut (dyn FnMut() + Send)),
+        run: impl FnOnce(usize, &mut (dyn FnMut() + Send), &mut (dyn FnMut() + Send)),
     ) {
         let n = self.columns.len();
         for other in others.iter() {
@@ -932,7 +933,7 @@ impl BatchBuilder {
         }
         let mut a = append_job(mine_a, theirs_a, &offsets);
         let mut b = append_job(mine_b, theirs_b, &offsets);
-        run(&mut a, &mut b);
+        run(loads[0] + loads[1], &mut a, &mut b);
         self.rows += rows;
     }
 
@@ -1242,7 +1243,7 @@ mod tests {
         c.set_row_base(8);
         fill(&mut c, 8..12);
         let mut jobs = 0;
-        head.append_all_from(&mut [&mut a, &mut b, &mut c], |x, y| {
+        head.append_all_from(&mut [&mut a, &mut b, &mut c], |_, x, y| {
             std::thread::scope(|s| {
                 s.spawn(y);
                 x();
