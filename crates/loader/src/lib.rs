@@ -16,10 +16,13 @@
 //! * the consumer samples each batch's rows from a buffer of
 //!   `batch + shuffle_buffer` records over many chunks (block sampling);
 //! * the batch's rows are cut into contiguous parts, one per parse thread,
-//!   each decoded straight into its own pre-sized columns (Avro blocks
-//!   decompressed by the thread that first needs them), the parts joined
-//!   with row and offset fix-ups; how many threads a batch gets comes from
-//!   a cost model calibrated online ([`autotune`]);
+//!   by a cost model calibrated online ([`autotune`]), which also picks
+//!   how many threads a batch gets; the loader's thread decodes the first
+//!   half of its part straight into the batch, and the rest is taken in
+//!   shrinking units by whichever thread is free, each decoded into its
+//!   own pre-sized columns (Avro blocks decompressed by the thread that
+//!   first needs them) and joined in order with row and offset fix-ups,
+//!   the copying split between two threads;
 //! * every random choice follows from the seed, so the same arguments give
 //!   the same batches, whatever the thread count; [`Loader::state`] and
 //!   [`Loader::restore`] resume mid-epoch bit for bit, and
