@@ -620,10 +620,7 @@ pub fn share(plan: &Plan, items: &[WorkItem], model: &CostModel) -> Shares {
             if load >= target && !unit.is_empty() && !pairs {
                 break;
             }
-            if is_compressed(p) {
-                compressed += 1;
-                compressed_left -= 1;
-            }
+            compressed += usize::from(is_compressed(p));
             let row = row_cost[p.item];
             let left = p.rows.end - p.rows.start;
             let rows = if items[p.item].splittable && row > 0.0 {
@@ -637,6 +634,9 @@ pub fn share(plan: &Plan, items: &[WorkItem], model: &CostModel) -> Shares {
             });
             load += rows as f64 * row;
             if rows == left {
+                if is_compressed(p) {
+                    compressed_left = compressed_left.saturating_sub(1);
+                }
                 rest.next();
             } else {
                 p.rows.start += rows;
