@@ -30,8 +30,9 @@ le_number!(f32, f64, i32, i64, u32, u64);
 
 /// Appends the numbers of `bytes` (little-endian, `T::WIDTH` bytes each;
 /// a shorter rest is ignored) to `out`. On little-endian targets one
-/// copy of the bytes: 2 to 4 times as fast as converting number by number
-/// for the 32-float lists of prod19.
+/// copy of the bytes instead of a conversion per number: the whole
+/// prod19 tf.Example parse ran 4% faster with it (criterion, 5
+/// alternating runs).
 #[inline]
 pub fn extend<T: LeNumber>(out: &mut Vec<T>, bytes: &[u8]) {
     let n = bytes.len() / T::WIDTH;
