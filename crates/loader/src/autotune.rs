@@ -307,11 +307,7 @@ pub fn spread_weighted(
         .map(|(p, w): (&Vec<Piece>, &f64)| {
             w * p
                 .iter()
-                .map(|piece| {
-                    let item = &items[piece.item];
-                    costs[piece.item] * (piece.rows.end - piece.rows.start) as f64
-                        / item.records.max(1) as f64
-                })
+                .map(|piece| piece_cost(items, costs, piece))
                 .sum::<f64>()
         })
         .fold(0.0, f64::max);
@@ -517,6 +513,13 @@ fn fill(
     parts <= threads
 }
 
+/// The cost of `piece`: its rows' share of its item's cost (`costs`, per
+/// item).
+fn piece_cost(items: &[WorkItem], costs: &[f64], piece: &Piece) -> f64 {
+    costs[piece.item] * (piece.rows.end - piece.rows.start) as f64
+        / items[piece.item].records.max(1) as f64
+}
+
 /// How much of part 0's cost the loader's own thread decodes as the head
 /// of a shared batch ([`share`]); the rest goes into units.
 pub const HEAD_SHARE: f64 = 0.5;
@@ -541,12 +544,14 @@ pub const SHARE_FROM: f64 = 400e-6;
 /// 2 threads on TFRecord waited for each other for 30% of a run. Taking
 /// units as they come, the threads finish within one unit of each other,
 /// and units shrink towards the end of the batch to make that unit small.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Shares {
     /// The loader's own thread's first rows.
     pub head: Vec<Piece>,
     /// The other rows, in order, in units.
     pub units: Vec<Vec<Piece>>,
+    /// The plan's [`longest_share`], for the [`Calibrator`].
+    pub longest_share: f64,
 }
 
 /// Shares `plan`'s rows of `items` among its threads (see [`Shares`]).
@@ -572,10 +577,12 @@ pub struct Shares {
 /// ```
 pub fn share(plan: &Plan, items: &[WorkItem], model: &CostModel) -> Shares {
     let pieces: Vec<Piece> = plan.parts.iter().flatten().cloned().collect();
+    let longest_share = longest_share(plan, items, model);
     if plan.threads <= 1 || plan.parts.len() <= 1 {
         return Shares {
             head: pieces,
             units: Vec::new(),
+            longest_share,
         };
     }
     // Per row of each item; by records when the model prices nothing.
@@ -596,6 +603,7 @@ pub fn share(plan: &Plan, items: &[WorkItem], model: &CostModel) -> Shares {
         return Shares {
             head: plan.parts[0].clone(),
             units: plan.parts[1..].to_vec(),
+            longest_share,
         };
     }
     let part0: f64 = plan.parts[0].iter().map(cost).sum();
@@ -655,22 +663,22 @@ pub fn share(plan: &Plan, items: &[WorkItem], model: &CostModel) -> Shares {
         left -= load;
         units.push(unit);
     }
-    Shares { head, units }
+    Shares {
+        head,
+        units,
+        longest_share,
+    }
 }
 
 /// The model's cost of `plan`'s longest part over the cost of all its
 /// parts (1 for one part; about `1 / threads` for a balanced plan).
 pub fn longest_share(plan: &Plan, items: &[WorkItem], model: &CostModel) -> f64 {
-    let part = |pieces: &Vec<Piece>| -> f64 {
-        pieces
-            .iter()
-            .map(|p| {
-                model.cost(plan.threads, &items[p.item]) * (p.rows.end - p.rows.start) as f64
-                    / items[p.item].records.max(1) as f64
-            })
-            .sum()
-    };
-    let costs: Vec<f64> = plan.parts.iter().map(part).collect();
+    let item_costs: Vec<f64> = items.iter().map(|i| model.cost(plan.threads, i)).collect();
+    let costs: Vec<f64> = plan
+        .parts
+        .iter()
+        .map(|part| part.iter().map(|p| piece_cost(items, &item_costs, p)).sum())
+        .collect();
     let total: f64 = costs.iter().sum();
     if total > 0.0 && total.is_finite() {
         costs.iter().copied().fold(0.0, f64::max) / total

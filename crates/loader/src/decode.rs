@@ -191,7 +191,8 @@ pub(crate) struct BatchOut {
     pub(crate) timings: Vec<PartTiming>,
     /// Seconds from the first part's start to the last part appended.
     pub(crate) wall: f64,
-    /// The plan's longest part's share of the batch's modelled cost.
+    /// The planned longest part's share of the batch's modelled cost (1
+    /// when one thread decoded it all).
     pub(crate) longest_share: f64,
 }
 
@@ -305,6 +306,7 @@ pub(crate) fn decode_batch(
             result
                 .timings
                 .extend(timings.into_iter().map(|t| t.unwrap_or_default()));
+            result.longest_share = shares.longest_share;
         }
         _ => {
             let mut total = PartTiming::default();
@@ -315,6 +317,8 @@ pub(crate) fn decode_batch(
                 total.add(&timing);
             }
             result.timings.push(total);
+            // One thread decoded the plan's parts one after another.
+            result.longest_share = 1.0;
         }
     }
     result.wall = start.elapsed().as_secs_f64();

@@ -1046,7 +1046,6 @@ impl Loader {
         let items: Vec<WorkItem> = works.iter().map(|w| w.item).collect();
         let plan = self.plan(&items);
         let shares = autotune::share(&plan, &items, &self.model);
-        let longest_share = autotune::longest_share(&plan, &items, &self.model);
         let mut out = Self::new_batch(&self.decoders[0], &mut self.spare, n);
         let ctx = Ctx {
             work: &works,
@@ -1062,12 +1061,6 @@ impl Loader {
             &shares,
             &mut out,
         )?;
-        // One timing: one thread decoded the plan's parts one after another.
-        done.longest_share = if done.timings.len() > 1 {
-            longest_share
-        } else {
-            1.0
-        };
         drop(works);
         // What the batch used of each chunk.
         for p in std::mem::take(&mut done.pieces) {
@@ -1117,14 +1110,13 @@ impl Loader {
         let items = [works[0].item];
         let plan = self.plan(&items);
         let shares = autotune::share(&plan, &items, &self.model);
-        let longest_share = autotune::longest_share(&plan, &items, &self.model);
         let mut out = Self::new_batch(&self.decoders[0], &mut self.spare, n);
         let ctx = Ctx {
             work: &works,
             inputs: &self.config.inputs,
             limits: &self.config.read.limits,
         };
-        let mut done = decode_batch(
+        let done = decode_batch(
             self.pool.as_ref(),
             &mut self.decoders,
             &mut self.parts,
@@ -1133,12 +1125,6 @@ impl Loader {
             &shares,
             &mut out,
         )?;
-        // One timing: one thread decoded the plan's parts one after another.
-        done.longest_share = if done.timings.len() > 1 {
-            longest_share
-        } else {
-            1.0
-        };
         self.finish(out, first, started, &done)
     }
 
