@@ -332,6 +332,7 @@ impl LoaderBuilder {
             check_crc: self.check_crc,
             access: self.access,
             maps: Default::default(),
+            buffers: Default::default(),
             // With several parse threads, TFRecord data CRCs and FFRecord
             // CRC-32s are checked by them, in parallel, rather than by the
             // prefetch thread; autotune moves them back to the prefetch
@@ -521,6 +522,7 @@ pub struct Loader {
     /// Boxed: a shuffled batch empties a few chunks anywhere in the
     /// buffer, and moving ~300 whole chunks up cost 1.7% of the loader's
     /// thread.
+    #[allow(clippy::vec_box)]
     buffer: Vec<Box<Buffered>>,
     /// Rows left in the buffer.
     remaining: usize,

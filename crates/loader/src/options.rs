@@ -100,6 +100,9 @@ pub(crate) struct ReadOptions {
     pub(crate) access: Access,
     /// The memory maps of the stream files, kept from epoch to epoch.
     pub(crate) maps: Arc<Maps>,
+    /// The read buffers that TFRecord and OFRecord chunks are handed (see
+    /// `stream::Window`), back when the chunks are dropped.
+    pub(crate) buffers: Arc<grist_tensor::pool::BufferPool>,
     /// Whether the parse threads check the data CRCs of TFRecord streams
     /// and the CRC-32s of FFRecord samples as they decode them (else the
     /// prefetch thread does, as it reads them). Shared with the prefetch
@@ -147,6 +150,12 @@ impl Maps {
 }
 
 impl ReadOptions {
+    /// The most a stream chunker reads at once: the chunk size, within
+    /// 64 KiB and 16 MiB.
+    pub(crate) fn read_size(&self) -> usize {
+        self.chunk_bytes.clamp(64 << 10, 16 << 20)
+    }
+
     /// Whether data CRCs read from now on are left to the parse threads
     /// (when CRCs are checked at all).
     pub(crate) fn crc_on_parse(&self) -> bool {

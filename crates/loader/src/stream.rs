@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use grist_avro_tensor::{BlockDecoder, Codec, Header};
+use grist_tensor::pool::BufferPool;
 use grist_tensor::{Chunk, RecordLayout};
 use grist_tfrecord::{CompressedReader, Compression, Decoded, FrameDecoder};
 use serde::{Deserialize, Serialize};
@@ -96,10 +97,20 @@ impl<R: Read> Read for Counting<R> {
     }
 }
 
-/// The read buffer of a file: bytes read and not handed out yet, in one
-/// buffer that is reused (zeroed only when it grows), so that reading
-/// costs no fresh memory. Chunks get a copy of their bytes of their own,
-/// so no chunk kept for long (shuffling) holds on to a read buffer.
+/// The read buffer of a file: bytes read and not handed out yet.
+///
+/// Chunks of whole frames (TFRecord, OFRecord) are handed the buffer
+/// itself ([`Window::handing_off`]): the chunker reads about a chunk's
+/// bytes at a time, so a chunk takes nearly the whole buffer, and only
+/// the start of the next frame is copied into the next buffer, which
+/// comes from a pool that dropped chunks return theirs to (copying every
+/// chunk out of one reused buffer cost the prefetch thread a memmove of
+/// every byte read, and fresh memory for each chunk). A chunk holds only
+/// the buffer it was read into, so no chunk kept for long (shuffling)
+/// pins the reads of others.
+///
+/// Avro blocks are smaller than a read: they get a copy of their bytes of
+/// their own, cut from one reused buffer (zeroed only when it grows).
 ///
 /// Or, with [`grist_tensor::Access::mmap`], the rest of the file as a
 /// memory map: then there is nothing to read, and chunks are slices of
@@ -113,6 +124,9 @@ struct Window {
     /// The mapped file from the chunker's start (then `buf` is unused and
     /// `start` indexes this).
     mapped: Option<Bytes>,
+    /// Where [`take`](Self::take) hands the buffer off to, and the size of
+    /// the buffers it takes from there.
+    pool: Option<(Arc<BufferPool>, usize)>,
 }
 
 impl Window {
@@ -136,6 +150,18 @@ impl Window {
         }
     }
 
+    /// This window, handing its buffer to the bytes [`take`](Self::take)
+    /// gives, and taking buffers of a chunk (at most a read) and
+    /// [`FRAME_HEAD_ROOM`] from `options.buffers` (not for a mapped
+    /// window, whose bytes are slices of the map).
+    fn handing_off(mut self, options: &ReadOptions) -> Self {
+        if self.mapped.is_none() {
+            let len = options.chunk_bytes.min(options.read_size()) + FRAME_HEAD_ROOM;
+            self.pool = Some((options.buffers.clone(), len));
+        }
+        self
+    }
+
     fn data(&self) -> &[u8] {
         match &self.mapped {
             Some(map) => &map[self.start..],
@@ -151,6 +177,11 @@ impl Window {
         if self.mapped.is_some() {
             *eof = true;
             return Ok(());
+        }
+        if self.buf.is_empty() {
+            if let Some((pool, len)) = &self.pool {
+                self.buf = pool.take(*len);
+            }
         }
         if self.buf.len() - self.end < block {
             self.buf.copy_within(self.start..self.end, 0);
@@ -175,16 +206,52 @@ impl Window {
         Ok(())
     }
 
-    /// The first `n` bytes, copied into a buffer of their own, and
-    /// consumed.
+    /// The first `n` bytes, consumed: a slice of the map, the read buffer
+    /// itself when handing off (the bytes after them copied into a buffer
+    /// from the pool, which becomes the read buffer), or a copy.
     fn take(&mut self, n: usize) -> Bytes {
-        let bytes = match &self.mapped {
-            Some(map) => map.slice(self.start..self.start + n),
-            None => Bytes::copy_from_slice(&self.buf[self.start..self.start + n]),
+        let end = self.start + n;
+        let bytes = match (&self.mapped, &self.pool) {
+            (Some(map), _) => map.slice(self.start..end),
+            // A buffer grown past twice the bytes handed out (for a frame
+            // longer than the buffers) is copied from rather than pinned
+            // by a chunk.
+            (None, Some((pool, len))) if self.buf.len() <= 2 * end => {
+                let rest = self.end - end;
+                let mut next = pool.take((*len).max(rest));
+                next[..rest].copy_from_slice(&self.buf[end..self.end]);
+                let buf = std::mem::replace(&mut self.buf, next);
+                let bytes = BufferPool::share(pool, buf, end).slice(self.start..);
+                self.start = 0;
+                self.end = rest;
+                return bytes;
+            }
+            (None, _) => Bytes::copy_from_slice(&self.buf[self.start..end]),
         };
-        self.start += n;
+        self.start = end;
         bytes
     }
+}
+
+/// Bytes a frame chunker reads beyond the chunk size: room for the next
+/// frame's length, so that the chunk's end is known without another read.
+const FRAME_HEAD_ROOM: usize = 16;
+
+/// The fewest bytes a frame chunker reads at once.
+const MIN_FILL: usize = 64 << 10;
+
+/// How much a frame chunker whose window holds `window` bytes reads when
+/// a frame is incomplete with `missing` bytes not there: up to a chunk
+/// and [`FRAME_HEAD_ROOM`] in the window (so that the chunk takes all but
+/// the start of the next frame), or the rest of a longer frame; at least
+/// [`MIN_FILL`], and at most `read_size` (at least [`MIN_FILL`]) however
+/// long the chunk or the frame (memory grows only as bytes arrive).
+fn fill_size(window: usize, chunk_bytes: usize, missing: u64, read_size: usize) -> usize {
+    let to_chunk = chunk_bytes
+        .saturating_add(FRAME_HEAD_ROOM)
+        .saturating_sub(window);
+    let frame = usize::try_from(missing).unwrap_or(usize::MAX);
+    to_chunk.max(frame).min(read_size).max(MIN_FILL)
 }
 
 /// Whether the frame at `pos` of `data` ends within `chunk_bytes`, by the
@@ -246,7 +313,8 @@ impl TfChunker {
             Window::default()
         } else {
             Window::open(options, input, &mut file, pos.offset).map_err(|e| Error::io(&name, e))?
-        };
+        }
+        .handing_off(options);
         let mut reader = compression.reader(Counting {
             inner: file,
             count: 0,
@@ -292,7 +360,7 @@ impl TfChunker {
             window,
             eof: false,
             chunk_bytes: options.chunk_bytes,
-            read_size: options.chunk_bytes.clamp(64 << 10, 16 << 20),
+            read_size: options.read_size(),
             index: pos.index,
             pending: None,
             stored_mark,
@@ -327,7 +395,7 @@ impl TfChunker {
                     spans.push(len + f.payload.start..len + f.payload.end);
                     len += f.len;
                 }
-                Ok(Decoded::Incomplete { .. }) => {
+                Ok(Decoded::Incomplete { needed }) => {
                     if self.eof {
                         if !spans.is_empty() {
                             break;
@@ -335,10 +403,9 @@ impl TfChunker {
                         self.frames.finish(data.len() - len)?;
                         return Ok(None);
                     }
-                    if let Err(source) =
-                        self.window
-                            .fill(&mut self.input, self.read_size, &mut self.eof)
-                    {
+                    let missing = needed.saturating_sub((data.len() - len) as u64);
+                    let size = fill_size(data.len(), self.chunk_bytes, missing, self.read_size);
+                    if let Err(source) = self.window.fill(&mut self.input, size, &mut self.eof) {
                         let e = Error::Read {
                             file: self.name.clone(),
                             record: self.frames.record_index(),
@@ -437,7 +504,7 @@ impl AvroChunker {
             window,
             eof: false,
             record: pos.record,
-            read_size: options.chunk_bytes.clamp(64 << 10, 16 << 20),
+            read_size: options.read_size(),
         })
     }
 
@@ -528,8 +595,9 @@ impl OfChunker {
         let name = input.name.clone();
         let mut file = File::open(&input.path).map_err(|e| Error::io(&name, e))?;
         let size = file.metadata().map_err(|e| Error::io(&name, e))?.len();
-        let window =
-            Window::open(options, input, &mut file, pos.offset).map_err(|e| Error::io(&name, e))?;
+        let window = Window::open(options, input, &mut file, pos.offset)
+            .map_err(|e| Error::io(&name, e))?
+            .handing_off(options);
         Ok(OfChunker {
             frames: grist_ofrecord::FrameDecoder::with_options(name.clone(), &options.ofrecord())
                 .with_remaining(size)
@@ -539,7 +607,7 @@ impl OfChunker {
             window,
             eof: false,
             chunk_bytes: options.chunk_bytes,
-            read_size: options.chunk_bytes.clamp(64 << 10, 16 << 20),
+            read_size: options.read_size(),
             index: pos.index,
             pending: None,
         })
@@ -570,7 +638,7 @@ impl OfChunker {
                     spans.push(len + f.payload.start..len + f.payload.end);
                     len += f.len;
                 }
-                Ok(grist_ofrecord::Decoded::Incomplete { .. }) => {
+                Ok(grist_ofrecord::Decoded::Incomplete { needed }) => {
                     if self.eof {
                         if !spans.is_empty() {
                             break;
@@ -578,10 +646,9 @@ impl OfChunker {
                         self.frames.finish(&data[len..])?;
                         return Ok(None);
                     }
-                    if let Err(source) =
-                        self.window
-                            .fill(&mut self.file, self.read_size, &mut self.eof)
-                    {
+                    let missing = needed.saturating_sub((data.len() - len) as u64);
+                    let size = fill_size(data.len(), self.chunk_bytes, missing, self.read_size);
+                    if let Err(source) = self.window.fill(&mut self.file, size, &mut self.eof) {
                         let e = Error::Read {
                             file: self.name.clone(),
                             record: self.frames.record_index(),
@@ -791,5 +858,148 @@ impl SlotReader for Counted<'_> {
                 ..ChunkPos::default()
             },
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    fn options(format: Format, chunk_bytes: usize) -> ReadOptions {
+        ReadOptions {
+            format,
+            chunk_bytes,
+            limits: grist_tensor::Limits::default(),
+            check_crc: true,
+            access: grist_tensor::Access::read(),
+            maps: Default::default(),
+            buffers: Default::default(),
+            crc_on_parse: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Payloads of 1 byte to 5 KB, and one of 300 KB (longer than two
+    /// chunks of 64 KiB) in the middle.
+    fn payloads() -> Vec<Vec<u8>> {
+        let mut out: Vec<Vec<u8>> = (0..400u32)
+            .map(|i| {
+                let len = 1 + (i as usize * 7919) % 5000;
+                (0..len).map(|j| (i as usize * 31 + j) as u8).collect()
+            })
+            .collect();
+        out[200] = (0..300_000u32).map(|j| (j % 251) as u8).collect();
+        out
+    }
+
+    fn write(format: Format, path: &std::path::Path, payloads: &[Vec<u8>]) {
+        let file = File::create(path).unwrap();
+        match format {
+            Format::Tfrecord => {
+                let mut w = grist_tfrecord::RecordWriter::new(file);
+                for p in payloads {
+                    w.write_record(p).unwrap();
+                }
+                w.finish().unwrap();
+            }
+            _ => {
+                let mut w = grist_ofrecord::RecordWriter::new(file);
+                for p in payloads {
+                    w.write_record(p).unwrap();
+                }
+            }
+        }
+    }
+
+    /// Every chunk of `chunker`, each checked against `want` (the payloads
+    /// in order) as it comes; `keep` keeps them all alive to the end, else
+    /// each is dropped before the next is read (its buffer then comes
+    /// back to the pool and is read into again). Returns the record counts
+    /// of the chunks.
+    fn chunks(mut chunker: Chunker, want: &[Vec<u8>], keep: bool) -> Vec<usize> {
+        let mut kept = Vec::new();
+        let mut counts = Vec::new();
+        let mut record = 0usize;
+        while let Some(raw) = chunker.next().unwrap() {
+            let RecordLayout::Spans(spans) = &raw.chunk.layout else {
+                panic!("frames are cut into spans");
+            };
+            assert_eq!(raw.chunk.first_record, record as u64);
+            for span in spans.iter() {
+                assert_eq!(
+                    &raw.chunk.data[span.clone()],
+                    &want[record][..],
+                    "record {record}"
+                );
+                record += 1;
+            }
+            // Within the chunk size, unless it is one longer frame.
+            assert!(raw.chunk.data.len() <= 1 << 16 || spans.len() == 1);
+            counts.push(spans.len());
+            if keep {
+                kept.push(raw);
+            }
+        }
+        assert_eq!(record, want.len());
+        counts
+    }
+
+    #[test]
+    fn chunks_handed_their_read_buffers_hold_what_copies_would() {
+        let dir = tempfile::tempdir().unwrap();
+        let want = payloads();
+        for format in [Format::Tfrecord, Format::Ofrecord] {
+            let path = dir.path().join(format.name());
+            write(format, &path, &want);
+            let input = Input {
+                path: path.clone(),
+                name: Arc::from(path.to_string_lossy()),
+            };
+            let options = options(format, 1 << 16);
+            let open = || Chunker::open(&options, &input, ChunkPos::default()).unwrap();
+            // Copied out of one reused buffer, as Avro blocks are.
+            let mut copying = open();
+            match &mut copying {
+                Chunker::Tfrecord(c) => c.window.pool = None,
+                Chunker::Ofrecord(c) => c.window.pool = None,
+                Chunker::Avro(_) => unreachable!(),
+            }
+            let cut = chunks(copying, &want, true);
+            assert!(cut.len() > 10, "{format:?}: {cut:?}");
+            // Handed off, every chunk alive to the end, then each dropped
+            // before the next is read: buffers come back (the 300 KB one
+            // too, which is then too large to be handed to a short chunk
+            // and is copied from instead). The same cut every time.
+            assert_eq!(chunks(open(), &want, true), cut, "{format:?}");
+            assert_eq!(chunks(open(), &want, false), cut, "{format:?}");
+            // The buffers came back with their bytes: the last one given
+            // back holds frames of the file (not zeroes).
+            let back = options.buffers.take(1);
+            let file = std::fs::read(&path).unwrap();
+            let probe = &back[..64];
+            assert!(
+                file.windows(64).any(|w| w == probe),
+                "{format:?}: a pooled buffer not read from the file"
+            );
+        }
+    }
+
+    #[test]
+    fn fill_sizes_stay_within_a_read() {
+        let chunk = 1 << 20;
+        let read = chunk;
+        // Empty window: a chunk and the head room.
+        assert_eq!(fill_size(0, chunk, 12, read), read);
+        assert_eq!(
+            fill_size(100, chunk, 12, 4 << 20),
+            chunk + FRAME_HEAD_ROOM - 100
+        );
+        // Nearly a chunk there already: at least MIN_FILL.
+        assert_eq!(fill_size(chunk, chunk, 12, read), MIN_FILL);
+        // A long frame: the rest of it, at most a read.
+        assert_eq!(fill_size(chunk, chunk, 300_000, read), 300_000);
+        assert_eq!(fill_size(chunk, chunk, u64::MAX, read), read);
+        // A huge chunk size reads no more than a read at once either.
+        assert_eq!(fill_size(0, usize::MAX, u64::MAX, read), read);
     }
 }

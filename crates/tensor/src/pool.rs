@@ -30,12 +30,13 @@ pub struct BufferPool {
 
 impl BufferPool {
     /// A buffer of at least `len` initialized bytes (zeroed only where it
-    /// had to grow).
+    /// had to grow): the one given back last that is long enough (the
+    /// likeliest to be in cache still), else the one given back last.
     pub fn take(&self, len: usize) -> Vec<u8> {
         let found = {
             let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-            match free.iter().position(|b| b.len() >= len) {
-                Some(i) => Some(free.swap_remove(i)),
+            match free.iter().rposition(|b| b.len() >= len) {
+                Some(i) => Some(free.remove(i)),
                 None => free.pop(),
             }
         };
