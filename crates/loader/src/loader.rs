@@ -333,6 +333,7 @@ impl LoaderBuilder {
             access: self.access,
             maps: Default::default(),
             buffers: Default::default(),
+            shuffled: self.shuffle,
             // With several parse threads, TFRecord data CRCs and FFRecord
             // CRC-32s are checked by them, in parallel, rather than by the
             // prefetch thread; autotune moves them back to the prefetch

@@ -103,6 +103,9 @@ pub(crate) struct ReadOptions {
     /// The read buffers that TFRecord and OFRecord chunks are handed (see
     /// `stream::Window`), back when the chunks are dropped.
     pub(crate) buffers: Arc<grist_tensor::pool::BufferPool>,
+    /// The loader shuffles (then Avro blocks do not share read buffers:
+    /// see `stream::Window`).
+    pub(crate) shuffled: bool,
     /// Whether the parse threads check the data CRCs of TFRecord streams
     /// and the CRC-32s of FFRecord samples as they decode them (else the
     /// prefetch thread does, as it reads them). Shared with the prefetch
