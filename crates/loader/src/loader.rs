@@ -228,8 +228,9 @@ impl LoaderBuilder {
         self
     }
 
-    /// How many bytes the prefetch thread may read ahead. By default,
-    /// 32 MiB.
+    /// How many bytes the prefetch thread may read ahead (counted as the
+    /// chunks' bytes; with read calls, the buffer they were read into
+    /// adds up to one read, at most 16 MiB, beyond). By default, 32 MiB.
     pub fn with_prefetch_bytes(mut self, bytes: u64) -> Self {
         self.prefetch_bytes = bytes;
         self

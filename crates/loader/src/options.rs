@@ -100,8 +100,8 @@ pub(crate) struct ReadOptions {
     pub(crate) access: Access,
     /// The memory maps of the stream files, kept from epoch to epoch.
     pub(crate) maps: Arc<Maps>,
-    /// The read buffers that TFRecord and OFRecord chunks are handed (see
-    /// `stream::Window`), back when the chunks are dropped.
+    /// The read buffers that stream chunks share (see `stream::Window`),
+    /// back when their chunks are dropped.
     pub(crate) buffers: Arc<grist_tensor::pool::BufferPool>,
     /// The loader shuffles (then Avro blocks do not share read buffers:
     /// see `stream::Window`).
