@@ -296,22 +296,149 @@ fn fits(data: &[u8], pos: usize, chunk_bytes: usize, overhead: u64) -> bool {
     }
 }
 
+/// A frame decoder of a length-prefixed format (TFRecord, OFRecord), as
+/// [`Cut::frames`] drives it.
+trait Frames {
+    /// Bytes a frame holds beyond the length in its first 8 bytes.
+    const OVERHEAD: u64;
+    /// The next frame at the start of `data`: `Ok(Ok((payload, len)))`,
+    /// or `Ok(Err(needed))` when more bytes are needed.
+    fn frame(&mut self, data: &[u8]) -> Result<std::result::Result<(Range<usize>, usize), u64>>;
+    /// Checks that `rest`, left at the end of the file, is no partial frame.
+    fn finish(&self, rest: &[u8]) -> Result<()>;
+    /// The number of the next record.
+    fn record_index(&self) -> u64;
+}
+
+impl Frames for FrameDecoder {
+    const OVERHEAD: u64 = 16;
+
+    fn frame(&mut self, data: &[u8]) -> Result<std::result::Result<(Range<usize>, usize), u64>> {
+        Ok(match self.decode(data)? {
+            Decoded::Frame(f) => Ok((f.payload, f.len)),
+            Decoded::Incomplete { needed } => Err(needed),
+        })
+    }
+
+    fn finish(&self, rest: &[u8]) -> Result<()> {
+        Ok(FrameDecoder::finish(self, rest.len())?)
+    }
+
+    fn record_index(&self) -> u64 {
+        FrameDecoder::record_index(self)
+    }
+}
+
+impl Frames for grist_ofrecord::FrameDecoder {
+    const OVERHEAD: u64 = 8;
+
+    fn frame(&mut self, data: &[u8]) -> Result<std::result::Result<(Range<usize>, usize), u64>> {
+        Ok(match self.decode(data)? {
+            grist_ofrecord::Decoded::Frame(f) => Ok((f.payload, f.len)),
+            grist_ofrecord::Decoded::Incomplete { needed } => Err(needed),
+        })
+    }
+
+    fn finish(&self, rest: &[u8]) -> Result<()> {
+        Ok(grist_ofrecord::FrameDecoder::finish(self, rest)?)
+    }
+
+    fn record_index(&self) -> u64 {
+        grist_ofrecord::FrameDecoder::record_index(self)
+    }
+}
+
+/// What a frame chunker reads with: the file's name, the window of bytes
+/// read, whether the file has ended, and the sizes it cuts and reads by.
+struct Cut {
+    name: Arc<str>,
+    window: Window,
+    eof: bool,
+    /// A read error after some good frames, reported on the next call.
+    pending: Option<Error>,
+    chunk_bytes: usize,
+    read_size: usize,
+}
+
+impl Cut {
+    fn new(name: Arc<str>, window: Window, options: &ReadOptions) -> Self {
+        Cut {
+            name,
+            window,
+            eof: false,
+            pending: None,
+            chunk_bytes: options.chunk_bytes,
+            read_size: options.read_size(),
+        }
+    }
+
+    /// The next chunk's frames: their payloads' spans in the window and
+    /// the chunk's length, filling the window from `input` as needed (the
+    /// longest run of frames that fits in the chunk size, at least one);
+    /// `None` at a clean end of the file. An error after good frames ends
+    /// the chunk before it: a read error is kept for the next call, a
+    /// decoding error comes again then (the decoder did not move).
+    fn frames<F: Frames>(
+        &mut self,
+        frames: &mut F,
+        input: &mut impl Read,
+    ) -> Result<Option<(Vec<Range<usize>>, usize)>> {
+        if let Some(e) = self.pending.take() {
+            return Err(e);
+        }
+        let mut spans: Vec<Range<usize>> = Vec::new();
+        let mut len = 0usize;
+        loop {
+            let data = self.window.data();
+            if !spans.is_empty() && !fits(data, len, self.chunk_bytes, F::OVERHEAD) {
+                break;
+            }
+            match frames.frame(&data[len..]) {
+                Ok(Ok((payload, n))) => {
+                    spans.push(len + payload.start..len + payload.end);
+                    len += n;
+                }
+                Ok(Err(needed)) => {
+                    if self.eof {
+                        if !spans.is_empty() {
+                            break;
+                        }
+                        frames.finish(&data[len..])?;
+                        return Ok(None);
+                    }
+                    let missing = needed.saturating_sub((data.len() - len) as u64);
+                    let size = fill_size(data.len(), self.chunk_bytes, missing, self.read_size);
+                    if let Err(source) = self.window.fill(input, size, &mut self.eof) {
+                        let e = Error::Read {
+                            file: self.name.clone(),
+                            record: frames.record_index(),
+                            source,
+                        };
+                        if spans.is_empty() {
+                            return Err(e);
+                        }
+                        self.pending = Some(e);
+                        break;
+                    }
+                }
+                Err(_) if !spans.is_empty() => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Some((spans, len)))
+    }
+}
+
 /// A TFRecord file as chunks of whole frames: each chunk is the longest
 /// run of frames that fits in the chunk size (at least one), so the cut
 /// depends only on the frames, and reading from any chunk boundary cuts
 /// the rest of the file the same way.
 pub(crate) struct TfChunker {
-    name: Arc<str>,
+    cut: Cut,
     input: CompressedReader<Counting<File>>,
     compressed: bool,
     frames: FrameDecoder,
-    window: Window,
-    eof: bool,
-    chunk_bytes: usize,
-    read_size: usize,
     index: u64,
-    /// A read error after some good frames, reported on the next call.
-    pending: Option<Error>,
     stored_mark: u64,
     /// Where the data CRCs are checked (see [`ReadOptions::crc_on_parse`]).
     options: ReadOptions,
@@ -320,7 +447,7 @@ pub(crate) struct TfChunker {
 impl std::fmt::Debug for TfChunker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TfChunker")
-            .field("name", &self.name)
+            .field("name", &self.cut.name)
             .field("record", &self.frames.record_index())
             .finish_non_exhaustive()
     }
@@ -379,15 +506,10 @@ impl TfChunker {
             // length CRCs, which the framing depends on (see `next`).
             frames: FrameDecoder::with_options(name.clone(), &tf)
                 .with_position(pos.record, pos.offset),
-            name,
+            cut: Cut::new(name, window, options),
             input: reader,
             compressed,
-            window,
-            eof: false,
-            chunk_bytes: options.chunk_bytes,
-            read_size: options.read_size(),
             index: pos.index,
-            pending: None,
             stored_mark,
             options: options.clone(),
         })
@@ -402,54 +524,13 @@ impl TfChunker {
     }
 
     fn next(&mut self) -> Result<Option<RawChunk>> {
-        if let Some(e) = self.pending.take() {
-            return Err(e);
-        }
         let start = self.pos();
         let crc_deferred = self.options.crc_on_parse();
         self.frames.set_data_check(!crc_deferred);
-        let mut spans: Vec<Range<usize>> = Vec::new();
-        let mut len = 0usize;
-        loop {
-            let data = self.window.data();
-            if !spans.is_empty() && !fits(data, len, self.chunk_bytes, 16) {
-                break;
-            }
-            match self.frames.decode(&data[len..]) {
-                Ok(Decoded::Frame(f)) => {
-                    spans.push(len + f.payload.start..len + f.payload.end);
-                    len += f.len;
-                }
-                Ok(Decoded::Incomplete { needed }) => {
-                    if self.eof {
-                        if !spans.is_empty() {
-                            break;
-                        }
-                        self.frames.finish(data.len() - len)?;
-                        return Ok(None);
-                    }
-                    let missing = needed.saturating_sub((data.len() - len) as u64);
-                    let size = fill_size(data.len(), self.chunk_bytes, missing, self.read_size);
-                    if let Err(source) = self.window.fill(&mut self.input, size, &mut self.eof) {
-                        let e = Error::Read {
-                            file: self.name.clone(),
-                            record: self.frames.record_index(),
-                            source,
-                        };
-                        if spans.is_empty() {
-                            return Err(e);
-                        }
-                        self.pending = Some(e);
-                        break;
-                    }
-                }
-                // The decoder did not move: the error comes again on the
-                // next call, after the good frames.
-                Err(_) if !spans.is_empty() => break,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        let data = self.window.take(len);
+        let Some((spans, len)) = self.cut.frames(&mut self.frames, &mut self.input)? else {
+            return Ok(None);
+        };
+        let data = self.cut.window.take(len);
         let stored_bytes = if self.compressed {
             let count = self.input.get_ref().count;
             let stored = count - self.stored_mark;
@@ -459,7 +540,7 @@ impl TfChunker {
             len as u64
         };
         let chunk = Chunk {
-            file: self.name.clone(),
+            file: self.cut.name.clone(),
             index: self.index,
             first_record: start.record,
             record_count: spans.len(),
@@ -602,21 +683,16 @@ impl AvroChunker {
 /// An OFRecord part file as chunks of whole records, cut as TFRecord
 /// files are (the longest run that fits in the chunk size).
 pub(crate) struct OfChunker {
-    name: Arc<str>,
+    cut: Cut,
     file: File,
     frames: grist_ofrecord::FrameDecoder,
-    window: Window,
-    eof: bool,
-    chunk_bytes: usize,
-    read_size: usize,
     index: u64,
-    pending: Option<Error>,
 }
 
 impl std::fmt::Debug for OfChunker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OfChunker")
-            .field("name", &self.name)
+            .field("name", &self.cut.name)
             .field("record", &self.frames.record_index())
             .finish_non_exhaustive()
     }
@@ -634,14 +710,9 @@ impl OfChunker {
             frames: grist_ofrecord::FrameDecoder::with_options(name.clone(), &options.ofrecord())
                 .with_remaining(size)
                 .with_position(pos.record, pos.offset),
-            name,
+            cut: Cut::new(name, window, options),
             file,
-            window,
-            eof: false,
-            chunk_bytes: options.chunk_bytes,
-            read_size: options.read_size(),
             index: pos.index,
-            pending: None,
         })
     }
 
@@ -654,57 +725,18 @@ impl OfChunker {
     }
 
     fn next(&mut self) -> Result<Option<RawChunk>> {
-        if let Some(e) = self.pending.take() {
-            return Err(e);
-        }
         let start = self.pos();
-        let mut spans: Vec<Range<usize>> = Vec::new();
-        let mut len = 0usize;
-        loop {
-            let data = self.window.data();
-            if !spans.is_empty() && !fits(data, len, self.chunk_bytes, 8) {
-                break;
-            }
-            match self.frames.decode(&data[len..]) {
-                Ok(grist_ofrecord::Decoded::Frame(f)) => {
-                    spans.push(len + f.payload.start..len + f.payload.end);
-                    len += f.len;
-                }
-                Ok(grist_ofrecord::Decoded::Incomplete { needed }) => {
-                    if self.eof {
-                        if !spans.is_empty() {
-                            break;
-                        }
-                        self.frames.finish(&data[len..])?;
-                        return Ok(None);
-                    }
-                    let missing = needed.saturating_sub((data.len() - len) as u64);
-                    let size = fill_size(data.len(), self.chunk_bytes, missing, self.read_size);
-                    if let Err(source) = self.window.fill(&mut self.file, size, &mut self.eof) {
-                        let e = Error::Read {
-                            file: self.name.clone(),
-                            record: self.frames.record_index(),
-                            source,
-                        };
-                        if spans.is_empty() {
-                            return Err(e);
-                        }
-                        self.pending = Some(e);
-                        break;
-                    }
-                }
-                Err(_) if !spans.is_empty() => break,
-                Err(e) => return Err(e.into()),
-            }
-        }
+        let Some((spans, len)) = self.cut.frames(&mut self.frames, &mut self.file)? else {
+            return Ok(None);
+        };
         let chunk = Chunk {
-            file: self.name.clone(),
+            file: self.cut.name.clone(),
             index: self.index,
             first_record: start.record,
             record_count: spans.len(),
             stored_bytes: len as u64,
             compressed: false,
-            data: self.window.take(len),
+            data: self.cut.window.take(len),
             layout: RecordLayout::Spans(spans.into()),
         };
         self.index += 1;
@@ -993,8 +1025,8 @@ mod tests {
             // Copied out of one reused buffer, as Avro blocks are.
             let mut copying = open();
             match &mut copying {
-                Chunker::Tfrecord(c) => c.window.pool = None,
-                Chunker::Ofrecord(c) => c.window.pool = None,
+                Chunker::Tfrecord(c) => c.cut.window.pool = None,
+                Chunker::Ofrecord(c) => c.cut.window.pool = None,
                 Chunker::Avro(_) => unreachable!(),
             }
             let cut = chunks(copying, &want, true);
