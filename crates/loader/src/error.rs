@@ -10,23 +10,25 @@ use grist_tensor::TensorError;
 ///
 /// Errors about the data come from the format crates and already name the
 /// file, the record (or block, sample) and the feature; the loader passes
-/// them on unchanged. After an error the loader yields nothing more.
+/// them on unchanged (boxed, so that a `Result` of this error stays small:
+/// under clippy's `result_large_err` threshold in the caller's code).
+/// After an error the loader yields nothing more.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     // -- bad data (and spec errors found by the format decoders) --
     /// A TFRecord file (framing, CRC, compression, tf.Example parse).
     #[error(transparent)]
-    Tfrecord(#[from] grist_tfrecord::Error),
+    Tfrecord(Box<grist_tfrecord::Error>),
     /// An Avro object container file (header, blocks, codec, datums).
     #[error(transparent)]
-    Avro(#[from] grist_avro_tensor::Error),
+    Avro(Box<grist_avro_tensor::Error>),
     /// An FFRecord file (header, sample checksums, payloads).
     #[error(transparent)]
-    Ffrecord(#[from] grist_ffrecord::Error),
+    Ffrecord(Box<grist_ffrecord::Error>),
     /// An OFRecord part file (framing, record parse).
     #[error(transparent)]
-    Ofrecord(#[from] grist_ofrecord::Error),
+    Ofrecord(Box<grist_ofrecord::Error>),
     /// A batch could not be finished (a ragged feature's partitions do not
     /// fit, or padding would exceed the limits).
     #[error("{file}: the batch starting at record {record}: {source}")]
@@ -160,5 +162,29 @@ impl Error {
             option,
             reason: reason.into(),
         }
+    }
+}
+
+impl From<grist_tfrecord::Error> for Error {
+    fn from(e: grist_tfrecord::Error) -> Self {
+        Error::Tfrecord(Box::new(e))
+    }
+}
+
+impl From<grist_avro_tensor::Error> for Error {
+    fn from(e: grist_avro_tensor::Error) -> Self {
+        Error::Avro(Box::new(e))
+    }
+}
+
+impl From<grist_ffrecord::Error> for Error {
+    fn from(e: grist_ffrecord::Error) -> Self {
+        Error::Ffrecord(Box::new(e))
+    }
+}
+
+impl From<grist_ofrecord::Error> for Error {
+    fn from(e: grist_ofrecord::Error) -> Self {
+        Error::Ofrecord(Box::new(e))
     }
 }
