@@ -91,7 +91,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "S", default_value_t = 3.0)]
     min_seconds: f64,
 
-    /// Print one JSON object: records, batches, seconds, records_per_s,
+    /// Print one JSON object: format, records, batches, passes, bytes (as
+    /// stored, read by the measured passes), seconds, records_per_s,
     /// bytes_per_s, cpu_seconds, records_per_cpu_s, threads, threads_mean,
     /// threads_used, batch_size, shuffle_buffer, median_batch_ms,
     /// io_wait_s, decode_s, read_s.
@@ -116,6 +117,9 @@ pub(crate) struct Args {
 /// The measurements of a run.
 struct Measured {
     passes: u64,
+    /// Bytes read (as stored) by the measured passes: not those the batch
+    /// that opened the next pass took from it.
+    bytes: u64,
     records: u64,
     batches: u64,
     elapsed: Duration,
@@ -167,11 +171,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let mut loader = loader(&args, Epochs::Endless)?;
     let m = measure(&mut loader, min_time)?;
-    let pass_bytes = m.stats.bytes.checked_div(m.passes).unwrap_or(0);
+    let pass_bytes = m.bytes.checked_div(m.passes).unwrap_or(0);
 
     let seconds = m.elapsed.as_secs_f64().max(1e-9);
     let records_per_s = m.records as f64 / seconds;
-    let bytes_per_s = m.stats.bytes as f64 / seconds;
+    let bytes_per_s = m.bytes as f64 / seconds;
     let cpu = m.cpu.map(|c| c.as_secs_f64());
     let per_cpu = cpu.map(|c| m.records as f64 / c.max(1e-9));
     let median_ms = median(m.batch_times).as_secs_f64() * 1e3;
@@ -185,6 +189,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             "format": loader.format().name(),
             "records": m.records,
             "batches": m.batches,
+            "passes": m.passes,
+            "bytes": m.bytes,
             "seconds": seconds,
             "records_per_s": records_per_s,
             "bytes_per_s": bytes_per_s,
@@ -273,6 +279,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
 fn measure(loader: &mut Loader, min: Duration) -> anyhow::Result<Measured> {
     let mut m = Measured {
         passes: 0,
+        bytes: 0,
         records: 0,
         batches: 0,
         elapsed: Duration::ZERO,
@@ -287,8 +294,10 @@ fn measure(loader: &mut Loader, min: Duration) -> anyhow::Result<Measured> {
     loop {
         let t = Instant::now();
         end = t;
+        m.bytes = loader.bytes_read();
         let Some(batch) = loader.next_batch() else {
             m.passes += 1;
+            m.bytes = loader.bytes_read();
             break;
         };
         let batch = batch?;

@@ -354,11 +354,31 @@ fn gen_then_cat_count_and_bench() {
     );
     assert_eq!(doc["threads"], 2);
 
-    // Several passes: a whole number of files' worth of records.
-    let doc = bench_json(&spec, &plain, &["--min-seconds", "0.2", "--threads", "2"]);
-    let records = doc["records"].as_u64().unwrap();
-    assert!(records >= 300 && records % 300 == 0, "{records}");
-    assert!(doc["seconds"].as_f64().unwrap() >= 0.2);
+    // Several passes: a whole number of files' worth of records, and of
+    // the file's bytes (not the chunks the batch opening the next pass,
+    // or a shuffle buffer, took from it).
+    let size = std::fs::metadata(&plain).unwrap().len();
+    for shuffle in ["0", "150"] {
+        let doc = bench_json(
+            &spec,
+            &plain,
+            &[
+                "--min-seconds",
+                "0.2",
+                "--threads",
+                "2",
+                "--batch-size",
+                "64",
+                "--shuffle-buffer",
+                shuffle,
+            ],
+        );
+        let records = doc["records"].as_u64().unwrap();
+        let passes = doc["passes"].as_u64().unwrap();
+        assert!(passes >= 1 && records == 300 * passes, "{doc}");
+        assert_eq!(doc["bytes"].as_u64(), Some(size * passes), "{doc}");
+        assert!(doc["seconds"].as_f64().unwrap() >= 0.2);
+    }
 
     let run = grist([
         "bench".as_ref(),

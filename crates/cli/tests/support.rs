@@ -268,10 +268,12 @@ pub fn check_parse(case: &Case, parse: &Value, threads: u32, dir: &Path) {
 }
 
 /// The keys of `grist bench --json`, whatever the format.
-pub const BENCH_KEYS: [&str; 17] = [
+pub const BENCH_KEYS: [&str; 19] = [
     "format",
     "records",
     "batches",
+    "passes",
+    "bytes",
     "seconds",
     "records_per_s",
     "bytes_per_s",

@@ -638,6 +638,15 @@ impl Loader {
         self.spare = Some(batch);
     }
 
+    /// Bytes read from the files so far (as stored): [`Stats::bytes`]
+    /// without building the rest of [`Stats`], cheap enough to ask before
+    /// every batch. Counted as the batches take chunks from the prefetch
+    /// queue, so a batch that opens an epoch has already counted the
+    /// chunks it (and, shuffled, its buffer) took from that epoch.
+    pub fn bytes_read(&self) -> u64 {
+        self.acc.bytes
+    }
+
     /// What the loader measured.
     pub fn stats(&self) -> Stats {
         let (read, peak) = match &self.running {
