@@ -34,11 +34,20 @@ d = json.loads(sys.stdin.read())
 print('$tag', d['records_per_s'], d['records_per_cpu_s'], d['threads_mean'])"
 }
 
+# Reads FILE (or every file below it) once, so that the runs find it in
+# the page cache: the host may have dropped it since it was last read (on
+# the benchmark VM, the page cache of idle files shrinks by ~1 MB/s), and
+# the first configuration would then pay for the disk.
+warm() {
+    find "$@" -type f -exec cat {} + > /dev/null
+}
+
 # Calls FUNC NAME SPEC FILE ROUNDS times for each prod19 input (the rounds
 # of one input together, so that its configurations alternate).
 each_input() {
     local rounds=$1 fn=$2 name spec file
     while read -r name spec file; do
+        warm "$file"
         for _ in $(seq "$rounds"); do
             "$fn" "$name" "$spec" "$file"
         done
