@@ -203,6 +203,74 @@ pub(crate) struct Ctx<'a> {
     pub(crate) limits: &'a Limits,
 }
 
+/// The parse threads beside the loader's own: a rayon pool whose threads
+/// have all ended (their thread-locals dropped) when it has been dropped.
+/// (A dropped rayon pool lets its threads exit after the drop returns: a
+/// program that builds and drops loaders in a loop would have threads of
+/// old loaders still running, and leak checkers report their memory.)
+pub(crate) struct ParsePool {
+    pool: Option<rayon::ThreadPool>,
+    /// The threads, spawned by us so that they can be joined.
+    handles: Arc<Mutex<Vec<std::thread::JoinHandle<()>>>>,
+}
+
+impl ParsePool {
+    /// `threads` threads named `grist-parse-1`, `grist-parse-2`, ...
+    pub(crate) fn new(threads: usize) -> Result<Self> {
+        let handles = Arc::new(Mutex::new(Vec::with_capacity(threads)));
+        let spawned = handles.clone();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("grist-parse-{}", i + 1))
+            .spawn_handler(move |thread| {
+                let mut b = std::thread::Builder::new();
+                if let Some(name) = thread.name() {
+                    b = b.name(name.to_owned());
+                }
+                if let Some(size) = thread.stack_size() {
+                    b = b.stack_size(size);
+                }
+                let handle = b.spawn(|| thread.run())?;
+                spawned
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(handle);
+                Ok(())
+            })
+            .build()
+            .map_err(|e| Error::io(&Arc::from("grist-parse threads"), std::io::Error::other(e)))?;
+        Ok(ParsePool {
+            pool: Some(pool),
+            handles,
+        })
+    }
+
+    /// The pool.
+    pub(crate) fn get(&self) -> &rayon::ThreadPool {
+        self.pool.as_ref().expect("the pool lives until dropped")
+    }
+}
+
+impl std::fmt::Debug for ParsePool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParsePool").finish_non_exhaustive()
+    }
+}
+
+impl Drop for ParsePool {
+    fn drop(&mut self) {
+        // Dropping the pool tells its threads to exit once their queues
+        // are empty; every job the loader gives them ends within the
+        // batch that gave it, so the joins return.
+        drop(self.pool.take());
+        let handles = std::mem::take(&mut *self.handles.lock().unwrap_or_else(|e| e.into_inner()));
+        for h in handles {
+            // A job's panic is caught by rayon and reported to the batch.
+            let _ = h.join();
+        }
+    }
+}
+
 /// Decodes `plan`'s rows of `ctx.work` into `out`: with one thread, on
 /// this thread; with several, as `shares` shares them ([`Shares`]): this
 /// thread decodes the head into `out`, then it and `plan.threads - 1`
@@ -568,4 +636,46 @@ fn decode_part(
     }
     timing.seconds = start.elapsed().as_secs_f64();
     Ok((pieces, timing))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static DROPPED: AtomicUsize = AtomicUsize::new(0);
+
+    /// A thread-local that counts its drops: it is dropped when its
+    /// thread ends.
+    struct Counted;
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            DROPPED.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    thread_local! {
+        static LOCAL: std::cell::RefCell<Option<Counted>> = const { std::cell::RefCell::new(None) };
+    }
+
+    #[test]
+    fn no_parse_thread_outlives_its_pool() {
+        for threads in [1, 3] {
+            for _ in 0..20 {
+                let pool = ParsePool::new(threads).unwrap();
+                let names = pool.get().broadcast(|_| {
+                    LOCAL.with(|l| *l.borrow_mut() = Some(Counted));
+                    std::thread::current().name().map(str::to_owned)
+                });
+                let want: Vec<Option<String>> = (1..=threads)
+                    .map(|i| Some(format!("grist-parse-{i}")))
+                    .collect();
+                assert_eq!(names, want);
+                let before = DROPPED.load(Ordering::SeqCst);
+                drop(pool);
+                // Every thread has ended: its thread-locals are dropped.
+                assert_eq!(DROPPED.load(Ordering::SeqCst) - before, threads);
+            }
+        }
+    }
 }

@@ -12,7 +12,7 @@ use grist_avro_tensor::Codec;
 use grist_tensor::{Access, Batch, Chunk, FeatureSpec, Limits, RecordLayout, SpecFile};
 
 use crate::autotune::{self, Calibrator, CostModel, Plan, WorkItem};
-use crate::decode::{AnyDecoder, Ctx, Source, Work, decode_batch};
+use crate::decode::{AnyDecoder, Ctx, ParsePool, Source, Work, decode_batch};
 use crate::error::{Error, Result};
 use crate::files::{self, Format};
 use crate::gather::Gathered;
@@ -393,15 +393,7 @@ impl LoaderBuilder {
         };
         let decoder = AnyDecoder::new(format, &spec, self.ffr_payload, self.limits)?;
         let pool = if max_threads > 1 {
-            Some(
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(max_threads - 1)
-                    .thread_name(|i| format!("grist-parse-{}", i + 1))
-                    .build()
-                    .map_err(|e| {
-                        Error::io(&Arc::from("grist-parse threads"), std::io::Error::other(e))
-                    })?,
-            )
+            Some(ParsePool::new(max_threads - 1)?)
         } else {
             None
         };
@@ -510,7 +502,7 @@ struct Acc {
 pub struct Loader {
     config: Arc<Config>,
     decoders: Vec<AnyDecoder>,
-    pool: Option<rayon::ThreadPool>,
+    pool: Option<ParsePool>,
     threads: Threads,
     model: CostModel,
     calibrator: Calibrator,
@@ -1069,7 +1061,7 @@ impl Loader {
             limits: &self.config.read.limits,
         };
         let mut done = decode_batch(
-            self.pool.as_ref(),
+            self.pool.as_ref().map(ParsePool::get),
             &mut self.decoders,
             &mut self.parts,
             &ctx,
@@ -1133,7 +1125,7 @@ impl Loader {
             limits: &self.config.read.limits,
         };
         let done = decode_batch(
-            self.pool.as_ref(),
+            self.pool.as_ref().map(ParsePool::get),
             &mut self.decoders,
             &mut self.parts,
             &ctx,
