@@ -2,4 +2,5 @@
 #![forbid(unsafe_code)]
 
 pub mod avro_decode;
+pub mod loader;
 pub mod tfrecord_example;

@@ -1,0 +1,350 @@
+//! The `loader` target's checks, and what its seed tool writes.
+//!
+//! An input is two selector bytes and one file of the format the first
+//! byte names. The file goes through `grist_loader::Loader` twice: once
+//! as a plain reference (one thread, no shuffle, read calls, the default
+//! chunk size, streamed) and once as the selectors configure it (threads,
+//! shuffle, memory map, CRC checks, read by number, batch size, chunk
+//! size, a strict or a lenient spec). See [`check`].
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use grist_loader::{Epochs, Error, Loader, LoaderBuilder, RandomAccess, Threads};
+use grist_tensor::{Access, DType, FeatureSpec, Limits};
+
+/// The four formats (`grist_loader::Format` may grow).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// TFRecord, uncompressed, streamed.
+    Tfrecord,
+    /// An OFRecord part, streamed or read by number.
+    Ofrecord,
+    /// An Avro object container file.
+    Avro,
+    /// An FFRecord file (read by number).
+    Ffrecord,
+}
+
+/// The formats, by the first selector byte's low two bits.
+pub const KINDS: [Kind; 4] = [Kind::Tfrecord, Kind::Ofrecord, Kind::Avro, Kind::Ffrecord];
+
+impl Kind {
+    /// The file name the loader finds the format by.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Kind::Tfrecord => "data.tfrecord",
+            Kind::Ofrecord => "part-00000",
+            Kind::Avro => "data.avro",
+            Kind::Ffrecord => "data.ffr",
+        }
+    }
+}
+
+/// The columns the files are read as. `lenient`: every feature varlen
+/// (a record without one decodes; not for Avro, whose schema has `id` as
+/// a long); otherwise `id` and `x` are dense without
+/// defaults (a record without them is an error).
+pub fn specs(lenient: bool) -> Vec<FeatureSpec> {
+    // Shape [-1]: Avro's varlen features need one.
+    let varlen = |name: &str, dtype: DType| {
+        let spec = serde_json::json!({"name": name, "kind": "varlen", "dtype": dtype.name(), "shape": [-1]});
+        serde_json::from_value::<FeatureSpec>(spec).expect("a varlen spec")
+    };
+    if lenient {
+        vec![
+            varlen("id", DType::Int64),
+            varlen("x", DType::Float32),
+            varlen("tags", DType::Int64),
+        ]
+    } else {
+        vec![
+            FeatureSpec::dense("id", DType::Int64, []),
+            FeatureSpec::dense("x", DType::Float32, [3]),
+            varlen("tags", DType::Int64),
+        ]
+    }
+}
+
+/// Small limits, so that a fuzzed length cannot make a run slow.
+fn limits() -> Limits {
+    Limits::default()
+        .with_max_record_bytes(1 << 20)
+        .with_max_alloc_bytes(4 << 20)
+}
+
+/// How the selectors configure the loader under test.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// The format (and so the file's name).
+    pub format: Kind,
+    /// Two parse threads instead of one.
+    pub two_threads: bool,
+    /// Shuffled (then every batch holds one record).
+    pub shuffle: bool,
+    /// Memory-mapped instead of read.
+    pub mmap: bool,
+    /// CRCs checked (TFRecord, FFRecord).
+    pub crc: bool,
+    /// Every feature varlen (not for Avro).
+    pub lenient: bool,
+    /// OFRecord read by number (an index built on first read).
+    pub by_number: bool,
+    /// Records per batch (unshuffled).
+    pub batch: usize,
+    /// The chunk size.
+    pub chunk_bytes: usize,
+    /// The shuffle buffer, in records.
+    pub shuffle_buffer: usize,
+}
+
+impl Config {
+    /// The configuration two selector bytes give.
+    pub fn from_selectors(a: u8, b: u8) -> Config {
+        Config {
+            format: KINDS[usize::from(a & 3)],
+            two_threads: a & 4 != 0,
+            shuffle: a & 8 != 0,
+            mmap: a & 16 != 0,
+            crc: a & 32 != 0,
+            lenient: a & 64 != 0,
+            by_number: a & 128 != 0,
+            batch: 1 + usize::from(b & 7),
+            chunk_bytes: 64 << ((b >> 3) & 7),
+            shuffle_buffer: usize::from(b >> 6) * 5,
+        }
+    }
+}
+
+/// What a loader yielded: each batch's debug form (NaNs compare equal
+/// that way), then the error it stopped with, if it did.
+#[derive(Debug)]
+struct Run {
+    batches: Vec<String>,
+    error: Option<String>,
+}
+
+/// A loader of `path` with the settings both runs share.
+fn builder(path: &Path, lenient: bool, crc: bool) -> LoaderBuilder {
+    Loader::builder()
+        .with_path(path)
+        .with_specs(specs(lenient))
+        .with_epochs(Epochs::Count(1))
+        .with_limits(limits())
+        .with_check_crc(crc)
+        .with_prefetch_bytes(1 << 16)
+}
+
+/// Everything `builder` yields; panics if a loader thread panicked, or if
+/// the loader yields anything after an error.
+fn drain(builder: LoaderBuilder) -> Run {
+    let mut loader = match builder.build() {
+        Ok(l) => l,
+        Err(e) => {
+            return Run {
+                batches: Vec::new(),
+                error: Some(checked(e)),
+            };
+        }
+    };
+    let mut batches = Vec::new();
+    while let Some(next) = loader.next_batch() {
+        match next {
+            Ok(batch) => batches.push(format!("{batch:?}")),
+            Err(e) => {
+                let error = checked(e);
+                assert!(
+                    loader.next_batch().is_none(),
+                    "the loader went on after {error}"
+                );
+                return Run {
+                    batches,
+                    error: Some(error),
+                };
+            }
+        }
+    }
+    Run {
+        batches,
+        error: None,
+    }
+}
+
+/// An error's text; panics on a thread panic (a bug, not bad input).
+fn checked(e: Error) -> String {
+    if let Error::ThreadPanicked { .. } = e {
+        panic!("{e}");
+    }
+    e.to_string()
+}
+
+/// A folder of its own for one input, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Scratch {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "grist-fuzz-loader-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("a scratch folder");
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs one input: `data` is two selector bytes ([`Config::from_selectors`])
+/// and a file. Nothing may panic or hang; an error ends a loader's
+/// batches. Against the reference run:
+///
+/// - unshuffled, streamed: the same batches and, if it failed, a failure
+///   (threads, the memory map, the chunk size and the CRC's place change
+///   nothing);
+/// - unshuffled, OFRecord read by number: the index is built over the
+///   whole part first, so a framing error comes before any batch: the
+///   batches are a prefix of the reference's, and if either failed, both
+///   did;
+/// - shuffled (one record per batch): when the reference read every
+///   record, the same records in some order; when it failed, a failure
+///   (every record is read in an epoch).
+///
+/// `mmap` needs the file to stay as written while it is mapped: this
+/// function writes it, maps it and deletes it, and nothing else knows it.
+pub fn check(data: &[u8], mmap: Access) {
+    let Some((&[a, b], file)) = data.split_first_chunk::<2>() else {
+        return;
+    };
+    let config = Config::from_selectors(a, b);
+    let scratch = Scratch::new();
+    let path = scratch.0.join(config.format.file_name());
+    std::fs::write(&path, file).expect("the input file");
+    let input = match config.format {
+        // An OFRecord dataset is its folder of parts.
+        Kind::Ofrecord => scratch.0.clone(),
+        _ => path,
+    };
+    let batch = if config.shuffle { 1 } else { config.batch };
+    // An Avro file's schema decides: its `id` is a long, not a list.
+    let lenient = config.lenient && config.format != Kind::Avro;
+
+    let reference = drain(
+        builder(&input, lenient, config.crc)
+            .with_batch_size(batch)
+            .with_threads(Threads::Fixed(1))
+            .with_random_access(match config.format {
+                Kind::Ffrecord => RandomAccess::Auto,
+                _ => RandomAccess::Off,
+            }),
+    );
+    let mut under_test = builder(&input, lenient, config.crc)
+        .with_batch_size(batch)
+        .with_threads(Threads::Fixed(if config.two_threads { 2 } else { 1 }))
+        .with_chunk_bytes(config.chunk_bytes)
+        .with_shuffle(config.shuffle)
+        .with_shuffle_buffer(config.shuffle_buffer)
+        .with_seed(u64::from(b))
+        .with_random_access(match config.format {
+            Kind::Ffrecord => RandomAccess::Auto,
+            Kind::Ofrecord if config.by_number => RandomAccess::Required,
+            _ => RandomAccess::Off,
+        });
+    if config.mmap {
+        under_test = under_test.with_access(mmap);
+    }
+    let run = drain(under_test);
+
+    let by_number = config.format == Kind::Ofrecord && config.by_number;
+    if config.shuffle {
+        match &reference.error {
+            None => {
+                let mut want = reference.batches.clone();
+                let mut got = run.batches.clone();
+                want.sort();
+                got.sort();
+                assert!(
+                    run.error.is_none() && got == want,
+                    "{config:?}: shuffled, not the reference's records: {run:?} vs {reference:?}"
+                );
+            }
+            Some(_) => assert!(
+                run.error.is_some(),
+                "{config:?}: the reference failed, the shuffled run did not: {run:?} vs {reference:?}"
+            ),
+        }
+    } else if by_number {
+        assert!(
+            reference.batches.starts_with(&run.batches)
+                && reference.error.is_some() == run.error.is_some(),
+            "{config:?}: read by number, not a prefix of the reference: {run:?} vs {reference:?}"
+        );
+    } else {
+        assert!(
+            run.batches == reference.batches && run.error.is_some() == reference.error.is_some(),
+            "{config:?}: not the reference's batches: {run:?} vs {reference:?}"
+        );
+    }
+}
+
+/// Valid files of `records` records in `format`, readable with both
+/// [`specs`]: `id`, `x` (3 floats) and `tags` (0 to 3 ints) per record.
+/// Avro files are cut into blocks of about 150 bytes, so that the loader
+/// meets several.
+pub fn valid_file(format: Kind, records: i64) -> Vec<u8> {
+    let examples: Vec<Vec<u8>> = (0..records)
+        .map(|id| {
+            grist_tfrecord::ExampleBuilder::new()
+                .with_int64s("id", [id])
+                .with_floats("x", [id as f32 * 0.5, -(id as f32), 1.0])
+                .with_int64s("tags", (0..id % 4).map(|k| id * 10 + k))
+                .encode()
+        })
+        .collect();
+    match format {
+        Kind::Tfrecord => {
+            let mut w = grist_tfrecord::RecordWriter::new(Vec::new());
+            for e in &examples {
+                w.write_record(e).expect("a frame");
+            }
+            w.finish_into_inner().expect("the file").0
+        }
+        Kind::Ffrecord => grist_ffrecord::encode_file(examples.iter().map(Vec::as_slice)),
+        Kind::Ofrecord => {
+            let mut w = grist_ofrecord::RecordWriter::new(Vec::new());
+            for id in 0..records {
+                let record = grist_ofrecord::RecordBuilder::new()
+                    .with_int64s("id", [id])
+                    .with_floats("x", [id as f32 * 0.5, -(id as f32), 1.0])
+                    .with_int64s("tags", (0..id % 4).map(|k| id * 10 + k));
+                w.write_record(&record.encode()).expect("a frame");
+            }
+            w.into_inner()
+        }
+        Kind::Avro => {
+            // The records as a batch, then as Avro datums.
+            let specs = specs(false);
+            let mut decoder = grist_tfrecord::ExampleDecoder::new(&specs).expect("the specs");
+            let mut out = decoder.new_batch(examples.len());
+            for (i, e) in examples.iter().enumerate() {
+                let at = grist_tfrecord::Location::new("seed".into(), i as u64);
+                decoder.decode(e, &at, &mut out).expect("a record");
+            }
+            let batch = out.finish().expect("a batch");
+            let datums = grist_avro_tensor::encode_batch(&batch, &specs).expect("the datums");
+            let schema = grist_avro_tensor::schema_for_specs(&specs, "Row").expect("a schema");
+            let options = grist_avro_tensor::WriterOptions::default().with_sync_interval(150);
+            let mut w = grist_avro_tensor::ContainerWriter::new(Vec::new(), &schema, options)
+                .expect("a writer");
+            for d in &datums {
+                w.append_datum(d).expect("a datum");
+            }
+            w.finish_into_inner().expect("the file").0
+        }
+    }
+}
