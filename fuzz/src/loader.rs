@@ -1,13 +1,14 @@
 //! The `loader` target's checks, and what its seed tool writes.
 //!
-//! An input is two selector bytes and one file of the format the first
+//! An input is three selector bytes and one file of the format the first
 //! byte names. The file goes through `grist_loader::Loader` twice: once
 //! as a plain reference (one thread, no shuffle, read calls, the default
 //! chunk size, streamed) and once as the selectors configure it (threads,
 //! shuffle, memory map, CRC checks, read by number, batch size, chunk
-//! size, a strict or a lenient spec). See [`check`].
+//! size, a strict or a lenient spec, GZIP, two files interleaved, and a
+//! resume from a saved state). See [`check`].
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use grist_loader::{Epochs, Error, Loader, LoaderBuilder, RandomAccess, Threads};
@@ -30,13 +31,15 @@ pub enum Kind {
 pub const KINDS: [Kind; 4] = [Kind::Tfrecord, Kind::Ofrecord, Kind::Avro, Kind::Ffrecord];
 
 impl Kind {
-    /// The file name the loader finds the format by.
-    pub fn file_name(self) -> &'static str {
+    /// The name of file `n` (0 or 1), by which the loader finds the
+    /// format; `gzip`: a compressed TFRecord file.
+    pub fn file_name(self, n: usize, gzip: bool) -> String {
         match self {
-            Kind::Tfrecord => "data.tfrecord",
-            Kind::Ofrecord => "part-00000",
-            Kind::Avro => "data.avro",
-            Kind::Ffrecord => "data.ffr",
+            Kind::Tfrecord if gzip => format!("data{n}.tfrecord.gz"),
+            Kind::Tfrecord => format!("data{n}.tfrecord"),
+            Kind::Ofrecord => format!("part-{n:05}"),
+            Kind::Avro => format!("data{n}.avro"),
+            Kind::Ffrecord => format!("data{n}.ffr"),
         }
     }
 }
@@ -96,11 +99,20 @@ pub struct Config {
     pub chunk_bytes: usize,
     /// The shuffle buffer, in records.
     pub shuffle_buffer: usize,
+    /// TFRecord: the file is GZIP-compressed (`.tfrecord.gz`).
+    pub gzip: bool,
+    /// Two copies of the file, read as two files.
+    pub two_files: bool,
+    /// Two files read at once, a chunk from each in turn.
+    pub interleave: bool,
+    /// After this many batches, the run goes on in a new loader restored
+    /// from the first one's state (0: no resume).
+    pub resume_after: usize,
 }
 
 impl Config {
-    /// The configuration two selector bytes give.
-    pub fn from_selectors(a: u8, b: u8) -> Config {
+    /// The configuration three selector bytes give.
+    pub fn from_selectors(a: u8, b: u8, c: u8) -> Config {
         Config {
             format: KINDS[usize::from(a & 3)],
             two_threads: a & 4 != 0,
@@ -112,6 +124,10 @@ impl Config {
             batch: 1 + usize::from(b & 7),
             chunk_bytes: 64 << ((b >> 3) & 7),
             shuffle_buffer: usize::from(b >> 6) * 5,
+            gzip: c & 1 != 0,
+            two_files: c & 2 != 0,
+            interleave: c & 6 == 6,
+            resume_after: usize::from(c >> 4),
         }
     }
 }
@@ -124,10 +140,10 @@ struct Run {
     error: Option<String>,
 }
 
-/// A loader of `path` with the settings both runs share.
-fn builder(path: &Path, lenient: bool, crc: bool) -> LoaderBuilder {
+/// A loader of `paths` with the settings both runs share.
+fn builder(paths: &[PathBuf], lenient: bool, crc: bool) -> LoaderBuilder {
     Loader::builder()
-        .with_path(path)
+        .with_paths(paths.iter().cloned())
         .with_specs(specs(lenient))
         .with_epochs(Epochs::Count(1))
         .with_limits(limits())
@@ -135,20 +151,41 @@ fn builder(path: &Path, lenient: bool, crc: bool) -> LoaderBuilder {
         .with_prefetch_bytes(1 << 16)
 }
 
-/// Everything `builder` yields; panics if a loader thread panicked, or if
-/// the loader yields anything after an error.
-fn drain(builder: LoaderBuilder) -> Run {
-    let mut loader = match builder.build() {
+/// Everything the loaders `builder` makes yield: one loader, or with
+/// `resume_after` > 0, one that yields that many batches and a second one
+/// restored from its state (through its serde form) that yields the rest.
+/// Panics if a loader thread panicked, or if a loader yields anything
+/// after an error.
+fn drain(builder: impl Fn() -> LoaderBuilder, resume_after: usize) -> Run {
+    let failed = |e| Run {
+        batches: Vec::new(),
+        error: Some(checked(e)),
+    };
+    let mut loader = match builder().build() {
         Ok(l) => l,
-        Err(e) => {
-            return Run {
-                batches: Vec::new(),
-                error: Some(checked(e)),
-            };
-        }
+        Err(e) => return failed(e),
     };
     let mut batches = Vec::new();
-    while let Some(next) = loader.next_batch() {
+    loop {
+        if resume_after > 0 && batches.len() == resume_after {
+            let state = loader.state();
+            drop(loader);
+            let json = serde_json::to_string(&state).expect("a state's JSON");
+            let state = serde_json::from_str(&json).expect("a state from its JSON");
+            loader = match builder().build() {
+                Ok(l) => l,
+                Err(e) => return failed(e),
+            };
+            if let Err(e) = loader.restore(&state) {
+                return Run {
+                    batches,
+                    error: Some(checked(e)),
+                };
+            }
+        }
+        let Some(next) = loader.next_batch() else {
+            break;
+        };
         match next {
             Ok(batch) => batches.push(format!("{batch:?}")),
             Err(e) => {
@@ -200,68 +237,77 @@ impl Drop for Scratch {
     }
 }
 
-/// Runs one input: `data` is two selector bytes ([`Config::from_selectors`])
-/// and a file. Nothing may panic or hang; an error ends a loader's
+/// Runs one input: `data` is three selector bytes
+/// ([`Config::from_selectors`]) and a file. Nothing may panic or hang; an error ends a loader's
 /// batches. Against the reference run:
 ///
 /// - unshuffled, streamed: the same batches and, if it failed, a failure
-///   (threads, the memory map, the chunk size and the CRC's place change
-///   nothing);
+///   (threads, the memory map, the chunk size, the CRC's place and a
+///   resume change nothing);
 /// - unshuffled, OFRecord read by number: the index is built over the
 ///   whole part first, so a framing error comes before any batch: the
 ///   batches are a prefix of the reference's, and if either failed, both
 ///   did;
-/// - shuffled (one record per batch): when the reference read every
-///   record, the same records in some order; when it failed, a failure
-///   (every record is read in an epoch).
+/// - shuffled or interleaved (one record per batch): when the reference
+///   read every record, the same records in some order; when it failed, a
+///   failure (every record is read in an epoch).
 ///
 /// `mmap` needs the file to stay as written while it is mapped: this
 /// function writes it, maps it and deletes it, and nothing else knows it.
 pub fn check(data: &[u8], mmap: Access) {
-    let Some((&[a, b], file)) = data.split_first_chunk::<2>() else {
+    let Some((&[a, b, c], file)) = data.split_first_chunk::<3>() else {
         return;
     };
-    let config = Config::from_selectors(a, b);
+    let config = Config::from_selectors(a, b, c);
     let scratch = Scratch::new();
-    let path = scratch.0.join(config.format.file_name());
-    std::fs::write(&path, file).expect("the input file");
-    let input = match config.format {
+    let gzip = config.gzip && config.format == Kind::Tfrecord;
+    let mut paths = Vec::new();
+    for n in 0..1 + usize::from(config.two_files) {
+        let path = scratch.0.join(config.format.file_name(n, gzip));
+        std::fs::write(&path, file).expect("the input file");
+        paths.push(path);
+    }
+    if config.format == Kind::Ofrecord {
         // An OFRecord dataset is its folder of parts.
-        Kind::Ofrecord => scratch.0.clone(),
-        _ => path,
-    };
-    let batch = if config.shuffle { 1 } else { config.batch };
+        paths = vec![scratch.0.clone()];
+    }
+    let unordered = config.shuffle || config.interleave;
+    let batch = if unordered { 1 } else { config.batch };
     // An Avro file's schema decides: its `id` is a long, not a list.
     let lenient = config.lenient && config.format != Kind::Avro;
 
     let reference = drain(
-        builder(&input, lenient, config.crc)
+        || {
+            builder(&paths, lenient, config.crc)
+                .with_batch_size(batch)
+                .with_threads(Threads::Fixed(1))
+                .with_random_access(match config.format {
+                    Kind::Ffrecord => RandomAccess::Auto,
+                    _ => RandomAccess::Off,
+                })
+        },
+        0,
+    );
+    let under_test = || {
+        let b = builder(&paths, lenient, config.crc)
             .with_batch_size(batch)
-            .with_threads(Threads::Fixed(1))
+            .with_threads(Threads::Fixed(if config.two_threads { 2 } else { 1 }))
+            .with_chunk_bytes(config.chunk_bytes)
+            .with_shuffle(config.shuffle)
+            .with_shuffle_buffer(config.shuffle_buffer)
+            .with_seed(u64::from(b))
+            .with_cycle_length(if config.interleave { 2 } else { 1 })
             .with_random_access(match config.format {
                 Kind::Ffrecord => RandomAccess::Auto,
+                Kind::Ofrecord if config.by_number => RandomAccess::Required,
                 _ => RandomAccess::Off,
-            }),
-    );
-    let mut under_test = builder(&input, lenient, config.crc)
-        .with_batch_size(batch)
-        .with_threads(Threads::Fixed(if config.two_threads { 2 } else { 1 }))
-        .with_chunk_bytes(config.chunk_bytes)
-        .with_shuffle(config.shuffle)
-        .with_shuffle_buffer(config.shuffle_buffer)
-        .with_seed(u64::from(b))
-        .with_random_access(match config.format {
-            Kind::Ffrecord => RandomAccess::Auto,
-            Kind::Ofrecord if config.by_number => RandomAccess::Required,
-            _ => RandomAccess::Off,
-        });
-    if config.mmap {
-        under_test = under_test.with_access(mmap);
-    }
-    let run = drain(under_test);
+            });
+        if config.mmap { b.with_access(mmap) } else { b }
+    };
+    let run = drain(under_test, config.resume_after);
 
     let by_number = config.format == Kind::Ofrecord && config.by_number;
-    if config.shuffle {
+    if unordered {
         match &reference.error {
             None => {
                 let mut want = reference.batches.clone();
@@ -270,12 +316,12 @@ pub fn check(data: &[u8], mmap: Access) {
                 got.sort();
                 assert!(
                     run.error.is_none() && got == want,
-                    "{config:?}: shuffled, not the reference's records: {run:?} vs {reference:?}"
+                    "{config:?}: not the reference's records: {run:?} vs {reference:?}"
                 );
             }
             Some(_) => assert!(
                 run.error.is_some(),
-                "{config:?}: the reference failed, the shuffled run did not: {run:?} vs {reference:?}"
+                "{config:?}: the reference failed, the run did not: {run:?} vs {reference:?}"
             ),
         }
     } else if by_number {
@@ -292,11 +338,11 @@ pub fn check(data: &[u8], mmap: Access) {
     }
 }
 
-/// Valid files of `records` records in `format`, readable with both
-/// [`specs`]: `id`, `x` (3 floats) and `tags` (0 to 3 ints) per record.
+/// Valid files of `records` records in `format` (`gzip`: a compressed
+/// TFRecord file), readable with both [`specs`]: `id`, `x` (3 floats) and `tags` (0 to 3 ints) per record.
 /// Avro files are cut into blocks of about 150 bytes, so that the loader
 /// meets several.
-pub fn valid_file(format: Kind, records: i64) -> Vec<u8> {
+pub fn valid_file(format: Kind, records: i64, gzip: bool) -> Vec<u8> {
     let examples: Vec<Vec<u8>> = (0..records)
         .map(|id| {
             grist_tfrecord::ExampleBuilder::new()
@@ -308,7 +354,15 @@ pub fn valid_file(format: Kind, records: i64) -> Vec<u8> {
         .collect();
     match format {
         Kind::Tfrecord => {
-            let mut w = grist_tfrecord::RecordWriter::new(Vec::new());
+            let mut w = if gzip {
+                grist_tfrecord::RecordWriter::with_compression(
+                    Vec::new(),
+                    grist_tfrecord::Compression::Gzip,
+                )
+                .expect("a GZIP writer")
+            } else {
+                grist_tfrecord::RecordWriter::new(Vec::new())
+            };
             for e in &examples {
                 w.write_record(e).expect("a frame");
             }
