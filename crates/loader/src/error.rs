@@ -165,26 +165,20 @@ impl Error {
     }
 }
 
-impl From<grist_tfrecord::Error> for Error {
-    fn from(e: grist_tfrecord::Error) -> Self {
-        Error::Tfrecord(Box::new(e))
-    }
+/// `From` a format crate's error: boxed into its variant.
+macro_rules! from_boxed {
+    ($($variant:ident: $error:ty),* $(,)?) => {$(
+        impl From<$error> for Error {
+            fn from(e: $error) -> Self {
+                Error::$variant(Box::new(e))
+            }
+        }
+    )*};
 }
 
-impl From<grist_avro_tensor::Error> for Error {
-    fn from(e: grist_avro_tensor::Error) -> Self {
-        Error::Avro(Box::new(e))
-    }
-}
-
-impl From<grist_ffrecord::Error> for Error {
-    fn from(e: grist_ffrecord::Error) -> Self {
-        Error::Ffrecord(Box::new(e))
-    }
-}
-
-impl From<grist_ofrecord::Error> for Error {
-    fn from(e: grist_ofrecord::Error) -> Self {
-        Error::Ofrecord(Box::new(e))
-    }
-}
+from_boxed!(
+    Tfrecord: grist_tfrecord::Error,
+    Avro: grist_avro_tensor::Error,
+    Ffrecord: grist_ffrecord::Error,
+    Ofrecord: grist_ofrecord::Error,
+);
