@@ -24,10 +24,10 @@ fn main() -> std::io::Result<()> {
                 let file = valid_file(format, records, gzip);
                 // The format, then each other bit of the first selector
                 // alone and all together; batch and chunk sizes vary; two
-                // files, interleaved or not, and resumes after 1 and 3
-                // batches.
+                // files, interleaved or not, two ranks, and resumes after
+                // 1 and 3 batches.
                 let firsts = [0u8, 4, 8, 16, 32, 64, 128, 0xfc];
-                let thirds = [0u8, 2, 6, 0x10, 0x36];
+                let thirds = [0u8, 2, 6, 8, 0x10, 0x36, 0x1a];
                 for (k, bits) in firsts.into_iter().enumerate() {
                     for (m, &third) in thirds.iter().enumerate() {
                         let a = f as u8 | bits;

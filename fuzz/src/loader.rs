@@ -5,8 +5,8 @@
 //! as a plain reference (one thread, no shuffle, read calls, the default
 //! chunk size, streamed) and once as the selectors configure it (threads,
 //! shuffle, memory map, CRC checks, read by number, batch size, chunk
-//! size, a strict or a lenient spec, GZIP, two files interleaved, and a
-//! resume from a saved state). See [`check`].
+//! size, a strict or a lenient spec, GZIP, two files interleaved, two
+//! ranks, and a resume from a saved state). See [`check`].
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -105,6 +105,8 @@ pub struct Config {
     pub two_files: bool,
     /// Two files read at once, a chunk from each in turn.
     pub interleave: bool,
+    /// Two ranks (`shard(0, 2)` and `shard(1, 2)`), their records together.
+    pub sharded: bool,
     /// After this many batches, the run goes on in a new loader restored
     /// from the first one's state (0: no resume).
     pub resume_after: usize,
@@ -127,6 +129,7 @@ impl Config {
             gzip: c & 1 != 0,
             two_files: c & 2 != 0,
             interleave: c & 6 == 6,
+            sharded: c & 8 != 0,
             resume_after: usize::from(c >> 4),
         }
     }
@@ -248,9 +251,10 @@ impl Drop for Scratch {
 ///   whole part first, so a framing error comes before any batch: the
 ///   batches are a prefix of the reference's, and if either failed, both
 ///   did;
-/// - shuffled or interleaved (one record per batch): when the reference
-///   read every record, the same records in some order; when it failed, a
-///   failure (every record is read in an epoch).
+/// - shuffled, interleaved or sharded over two ranks (one record per
+///   batch; the ranks' records together): when the reference read every
+///   record, the same records in some order; when it failed, a failure
+///   (every record is some rank's, and is read in an epoch).
 ///
 /// `mmap` needs the file to stay as written while it is mapped: this
 /// function writes it, maps it and deletes it, and nothing else knows it.
@@ -271,7 +275,7 @@ pub fn check(data: &[u8], mmap: Access) {
         // An OFRecord dataset is its folder of parts.
         paths = vec![scratch.0.clone()];
     }
-    let unordered = config.shuffle || config.interleave;
+    let unordered = config.shuffle || config.interleave || config.sharded;
     let batch = if unordered { 1 } else { config.batch };
     // An Avro file's schema decides: its `id` is a long, not a list.
     let lenient = config.lenient && config.format != Kind::Avro;
@@ -288,8 +292,9 @@ pub fn check(data: &[u8], mmap: Access) {
         },
         0,
     );
-    let under_test = || {
+    let under_test = |rank: usize, world: usize| {
         let b = builder(&paths, lenient, config.crc)
+            .with_shard(rank, world)
             .with_batch_size(batch)
             .with_threads(Threads::Fixed(if config.two_threads { 2 } else { 1 }))
             .with_chunk_bytes(config.chunk_bytes)
@@ -304,7 +309,16 @@ pub fn check(data: &[u8], mmap: Access) {
             });
         if config.mmap { b.with_access(mmap) } else { b }
     };
-    let run = drain(under_test, config.resume_after);
+    let run = if config.sharded {
+        // Each rank on its own; every record is some rank's.
+        let mut run = drain(|| under_test(0, 2), config.resume_after);
+        let other = drain(|| under_test(1, 2), config.resume_after);
+        run.batches.extend(other.batches);
+        run.error = run.error.or(other.error);
+        run
+    } else {
+        drain(|| under_test(0, 1), config.resume_after)
+    };
 
     let by_number = config.format == Kind::Ofrecord && config.by_number;
     if unordered {
