@@ -673,6 +673,11 @@ pub fn share(plan: &Plan, items: &[WorkItem], model: &CostModel) -> Shares {
 /// The model's cost of `plan`'s longest part over the cost of all its
 /// parts (1 for one part; about `1 / threads` for a balanced plan).
 pub fn longest_share(plan: &Plan, items: &[WorkItem], model: &CostModel) -> f64 {
+    if plan.parts.len() <= 1 {
+        // One part is all of the batch (pricing each item, ~500 of them
+        // in a shuffled Avro batch, would not change that).
+        return 1.0;
+    }
     let item_costs: Vec<f64> = items.iter().map(|i| model.cost(plan.threads, i)).collect();
     let costs: Vec<f64> = plan
         .parts
