@@ -1,0 +1,117 @@
+//! What a read by record number costs with read calls, against reading the
+//! same bytes in one go: the price an exact shuffle pays without `--mmap`.
+//!
+//! `cargo run --release -p grist-benches --example read_cost -- FILE
+//! [record_bytes] [batches]` (defaults: 2200, prod19's mean record, and
+//! 200 batches of 1024). The file is read once first, so that every
+//! figure is from the page cache.
+//!
+//! Prints microseconds per record for:
+//! - one `pread` per record at random record-aligned offsets, sorted within
+//!   each batch (what the loader's exact shuffle does with read calls);
+//! - one `pread` of 1 byte per record at the same kind of offsets (the
+//!   kernel's per-read path without the copy);
+//! - one `pread` per batch of the batch's bytes, contiguous (what an
+//!   unshuffled batch costs).
+
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::time::Instant;
+
+const BATCH: usize = 1024;
+
+fn main() -> std::io::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let path = args
+        .next()
+        .expect("usage: read_cost FILE [record_bytes] [batches]");
+    let record: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(2200);
+    let batches: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(200);
+    let mut file = File::open(&path)?;
+    let len = file.metadata()?.len();
+    let records = len / record;
+    assert!(
+        records > BATCH as u64,
+        "{path}: {len} bytes hold fewer than {BATCH} records of {record} bytes"
+    );
+    // Into the page cache.
+    std::io::copy(&mut (&mut file).take(len), &mut std::io::sink())?;
+
+    let mut rng = SplitMix(42);
+    let mut buf = vec![0u8; BATCH * record as usize];
+    let mut offsets = vec![0u64; BATCH];
+    let random = |rng: &mut SplitMix, offsets: &mut [u64]| {
+        for o in offsets.iter_mut() {
+            *o = rng.below(records) * record;
+        }
+        offsets.sort_unstable();
+    };
+
+    let t = Instant::now();
+    for _ in 0..batches {
+        random(&mut rng, &mut offsets);
+        for (o, slot) in offsets.iter().zip(buf.chunks_exact_mut(record as usize)) {
+            file.read_exact_at(slot, *o)?;
+        }
+    }
+    let per_record = t.elapsed().as_secs_f64() / (batches * BATCH) as f64;
+    println!(
+        "one pread per record ({record} B, random):  {:.2} µs per record",
+        per_record * 1e6
+    );
+
+    let t = Instant::now();
+    for _ in 0..batches {
+        random(&mut rng, &mut offsets);
+        for (o, slot) in offsets.iter().zip(buf.chunks_exact_mut(record as usize)) {
+            file.read_exact_at(&mut slot[..1], *o)?;
+        }
+    }
+    let one_byte = t.elapsed().as_secs_f64() / (batches * BATCH) as f64;
+    println!(
+        "one pread of 1 B per record (random):      {:.2} µs per record",
+        one_byte * 1e6
+    );
+
+    let t = Instant::now();
+    for _ in 0..batches {
+        let first = rng.below(records - BATCH as u64) * record;
+        file.read_exact_at(&mut buf, first)?;
+    }
+    let contiguous = t.elapsed().as_secs_f64() / (batches * BATCH) as f64;
+    println!(
+        "one pread per batch (contiguous):          {:.2} µs per record",
+        contiguous * 1e6
+    );
+    println!(
+        "a read by number costs {:.2} µs more per record than a batch read whole",
+        (per_record - contiguous) * 1e6
+    );
+    Ok(())
+}
+
+/// A small, seeded generator (SplitMix64): the offsets are the same run
+/// to run.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n` > 0), by rejection.
+    fn below(&mut self, n: u64) -> u64 {
+        let zone = u64::MAX - u64::MAX % n;
+        loop {
+            let x = self.next();
+            if x < zone {
+                return x % n;
+            }
+        }
+    }
+}
