@@ -41,54 +41,47 @@ fn main() -> std::io::Result<()> {
     let mut rng = SplitMix(42);
     let mut buf = vec![0u8; BATCH * record as usize];
     let mut offsets = vec![0u64; BATCH];
-    let random = |rng: &mut SplitMix, offsets: &mut [u64]| {
-        for o in offsets.iter_mut() {
-            *o = rng.below(records) * record;
-        }
-        offsets.sort_unstable();
+    // One pread per record of a random batch, of `take` bytes each.
+    let mut scattered = |take: usize| {
+        per_record(batches, || {
+            for o in offsets.iter_mut() {
+                *o = rng.below(records) * record;
+            }
+            offsets.sort_unstable();
+            for (o, slot) in offsets.iter().zip(buf.chunks_exact_mut(record as usize)) {
+                file.read_exact_at(&mut slot[..take], *o)?;
+            }
+            Ok(())
+        })
     };
+    let whole = scattered(record as usize)?;
+    println!("one pread per record ({record} B, random):  {whole:.2} µs per record");
+    let one_byte = scattered(1)?;
+    println!("one pread of 1 B per record (random):      {one_byte:.2} µs per record");
 
-    let t = Instant::now();
-    for _ in 0..batches {
-        random(&mut rng, &mut offsets);
-        for (o, slot) in offsets.iter().zip(buf.chunks_exact_mut(record as usize)) {
-            file.read_exact_at(slot, *o)?;
-        }
-    }
-    let per_record = t.elapsed().as_secs_f64() / (batches * BATCH) as f64;
-    println!(
-        "one pread per record ({record} B, random):  {:.2} µs per record",
-        per_record * 1e6
-    );
-
-    let t = Instant::now();
-    for _ in 0..batches {
-        random(&mut rng, &mut offsets);
-        for (o, slot) in offsets.iter().zip(buf.chunks_exact_mut(record as usize)) {
-            file.read_exact_at(&mut slot[..1], *o)?;
-        }
-    }
-    let one_byte = t.elapsed().as_secs_f64() / (batches * BATCH) as f64;
-    println!(
-        "one pread of 1 B per record (random):      {:.2} µs per record",
-        one_byte * 1e6
-    );
-
-    let t = Instant::now();
-    for _ in 0..batches {
+    let contiguous = per_record(batches, || {
         let first = rng.below(records - BATCH as u64) * record;
-        file.read_exact_at(&mut buf, first)?;
-    }
-    let contiguous = t.elapsed().as_secs_f64() / (batches * BATCH) as f64;
-    println!(
-        "one pread per batch (contiguous):          {:.2} µs per record",
-        contiguous * 1e6
-    );
+        file.read_exact_at(&mut buf, first)
+    })?;
+    println!("one pread per batch (contiguous):          {contiguous:.2} µs per record");
     println!(
         "a read by number costs {:.2} µs more per record than a batch read whole",
-        (per_record - contiguous) * 1e6
+        whole - contiguous
     );
     Ok(())
+}
+
+/// Microseconds per record of `batches` calls of `read_batch`, each
+/// reading one batch of [`BATCH`] records.
+fn per_record(
+    batches: usize,
+    mut read_batch: impl FnMut() -> std::io::Result<()>,
+) -> std::io::Result<f64> {
+    let t = Instant::now();
+    for _ in 0..batches {
+        read_batch()?;
+    }
+    Ok(t.elapsed().as_secs_f64() / (batches * BATCH) as f64 * 1e6)
 }
 
 /// A small, seeded generator (SplitMix64): the offsets are the same run
