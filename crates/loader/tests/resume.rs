@@ -55,6 +55,40 @@ fn resume_after_any_batch() {
     }
 }
 
+/// A loader restored in place, after it went on past the state (and
+/// its prefetch thread further still), goes on from the state.
+#[test]
+fn restore_in_place_goes_back_to_the_state() {
+    for kind in KINDS {
+        let fx = Fixture::standard(kind);
+        let builder = || {
+            fx.builder()
+                .with_threads(Threads::Fixed(2))
+                .with_shuffle(true)
+                .with_seed(5)
+                .with_epochs(Epochs::Count(2))
+        };
+        let reference = drain(&mut builder().build().unwrap());
+        for k in 0..reference.len() {
+            let mut loader = builder().build().unwrap();
+            for _ in 0..k {
+                loader.next_batch().unwrap().unwrap();
+            }
+            let state = loader.state();
+            // Past the state.
+            for _ in 0..3 {
+                if loader.next_batch().is_none() {
+                    break;
+                }
+            }
+            loader.restore(&state).unwrap();
+            let rest = drain(&mut loader);
+            assert_eq!(rest.len(), reference.len() - k, "{kind:?} after {k}");
+            assert!(rest == reference[k..], "{kind:?}: after {k} batches");
+        }
+    }
+}
+
 #[test]
 fn resume_a_shard_with_equal_batches() {
     for kind in [
