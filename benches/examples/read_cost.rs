@@ -19,6 +19,9 @@ use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::time::Instant;
 
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
 const BATCH: usize = 1024;
 
 fn main() -> std::io::Result<()> {
@@ -38,14 +41,15 @@ fn main() -> std::io::Result<()> {
     // Into the page cache.
     std::io::copy(&mut (&mut file).take(len), &mut std::io::sink())?;
 
-    let mut rng = SplitMix(42);
+    // Seeded: the offsets are the same run to run.
+    let mut rng = StdRng::seed_from_u64(42);
     let mut buf = vec![0u8; BATCH * record as usize];
     let mut offsets = vec![0u64; BATCH];
     // One pread per record of a random batch, of `take` bytes each.
     let mut scattered = |take: usize| {
         per_record(batches, || {
             for o in offsets.iter_mut() {
-                *o = rng.below(records) * record;
+                *o = rng.random_range(0..records) * record;
             }
             offsets.sort_unstable();
             for (o, slot) in offsets.iter().zip(buf.chunks_exact_mut(record as usize)) {
@@ -60,7 +64,7 @@ fn main() -> std::io::Result<()> {
     println!("one pread of 1 B per record (random):      {one_byte:.2} µs per record");
 
     let contiguous = per_record(batches, || {
-        let first = rng.below(records - BATCH as u64) * record;
+        let first = rng.random_range(0..records - BATCH as u64) * record;
         file.read_exact_at(&mut buf, first)
     })?;
     println!("one pread per batch (contiguous):          {contiguous:.2} µs per record");
@@ -82,29 +86,4 @@ fn per_record(
         read_batch()?;
     }
     Ok(t.elapsed().as_secs_f64() / (batches * BATCH) as f64 * 1e6)
-}
-
-/// A small, seeded generator (SplitMix64): the offsets are the same run
-/// to run.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n` > 0), by rejection.
-    fn below(&mut self, n: u64) -> u64 {
-        let zone = u64::MAX - u64::MAX % n;
-        loop {
-            let x = self.next();
-            if x < zone {
-                return x % n;
-            }
-        }
-    }
 }

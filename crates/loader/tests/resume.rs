@@ -6,8 +6,8 @@ use crate::support::{Fixture, KINDS, Kind, drain, roundtrip};
 
 /// For every `k`, a loader that took `k` batches, saved its state (through
 /// JSON), and a new loader restored from it yield the same batches as the
-/// uninterrupted run from batch `k` on; so does the first loader restored
-/// in place after going on.
+/// uninterrupted run from batch `k` on, also when the new loader went on
+/// and was restored again in place.
 fn check_resume(fx: &Fixture, builder: impl Fn() -> grist_loader::LoaderBuilder, what: &str) {
     let reference = drain(&mut builder().build().unwrap());
     assert!(reference.len() > 4, "{what}");
@@ -23,25 +23,22 @@ fn check_resume(fx: &Fixture, builder: impl Fn() -> grist_loader::LoaderBuilder,
             .build()
             .unwrap();
         second.restore(&state).unwrap();
+        // Two batches on (its prefetch thread further still), then back to
+        // the state in place.
+        for _ in 0..2 {
+            if second.next_batch().is_none() {
+                break;
+            }
+        }
+        second.restore(&state).unwrap();
         let rest = drain(&mut second);
         assert_eq!(rest.len(), reference.len() - k, "{what}: after {k} batches");
         for (i, (got, want)) in rest.iter().zip(&reference[k..]).enumerate() {
             assert!(got == want, "{what}: after {k} batches, batch {i} differs");
         }
-        // The interrupted loader also goes on where it was,
-        let mut on = Vec::new();
-        while on.len() < 2 {
-            let Some(batch) = first.next_batch() else {
-                break;
-            };
-            on.push((first.epoch(), batch.unwrap()));
-        }
-        assert!(on[..] == rest[..on.len()], "{what}: after {k} batches");
-        // and, restored in place past the state (its prefetch thread
-        // further still), goes on from the state.
-        first.restore(&state).unwrap();
-        let again = drain(&mut first);
-        assert!(again == rest, "{what}: restored in place after {k} batches");
+        // The interrupted loader also goes on where it was.
+        let on = drain(&mut first);
+        assert!(on == rest, "{what}: after {k} batches");
     }
     let _ = fx;
 }
