@@ -564,8 +564,9 @@ impl BlockDecoder {
             record_count: count as u64,
             data: start..end,
         };
-        self.block += 1;
-        self.offset += total as u64;
+        // Saturating: the position may have been set to any number.
+        self.block = self.block.saturating_add(1);
+        self.offset = self.offset.saturating_add(total as u64);
         Ok(Decoded::Complete {
             value: block,
             len: total,

@@ -262,7 +262,7 @@ impl AvroDecoder {
         let mut r = Reader::new(data);
         let end = rows.end.min(record_count);
         for i in 0..end {
-            let record = first_record + i as u64;
+            let record = first_record.saturating_add(i as u64);
             let res = if i < rows.start {
                 plan.steps.iter().try_for_each(|s| {
                     let node = match s {

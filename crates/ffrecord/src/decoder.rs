@@ -221,11 +221,11 @@ impl grist_tensor::Decoder for PayloadDecoder {
         out: &mut BatchBuilder,
     ) -> Result<()> {
         for i in rows {
-            let sample = chunk.first_record + i as u64;
+            let sample = chunk.first_record.saturating_add(i as u64);
             let Some(payload) = chunk.record(i) else {
                 return Err(Error::IndexOutOfRange {
                     index: sample,
-                    count: chunk.first_record + chunk.record_count as u64,
+                    count: chunk.first_record.saturating_add(chunk.record_count as u64),
                 });
             };
             self.decode(payload, &chunk.file, sample, None, out)?;

@@ -469,7 +469,7 @@ fn check_data_crcs(
             return Err(grist_tfrecord::Error::CorruptData {
                 at: grist_tfrecord::Location::new(
                     chunk.file.clone(),
-                    chunk.first_record + row as u64,
+                    chunk.first_record.saturating_add(row as u64),
                 ),
                 offset: at + span.start as u64,
             }

@@ -891,6 +891,9 @@ impl Loader {
             if r.taken > b.chunk.record_count as u64 || r.cut_rows > r.taken {
                 return Err(bad("fewer records than the state says were used"));
             }
+            if r.cut_rows == 0 && r.cut_bytes != 0 {
+                return Err(bad("the state cuts bytes but no records off it"));
+            }
             if r.cut_rows > 0 {
                 if let Some(codec) = b.inflate.take() {
                     let at =
@@ -903,7 +906,7 @@ impl Loader {
                     return Err(bad("shorter than the state says"));
                 }
                 b.chunk.data = b.chunk.data.slice(cut..);
-                b.chunk.first_record += r.cut_rows;
+                b.chunk.first_record = b.chunk.first_record.saturating_add(r.cut_rows);
                 b.chunk.record_count -= r.cut_rows as usize;
             }
             b.taken = r.taken;
@@ -1021,7 +1024,7 @@ impl Loader {
             let b = &self.buffer[segments[0].0];
             (
                 b.chunk.file.clone(),
-                b.chunk.first_record + b.next_row() as u64,
+                b.chunk.first_record.saturating_add(b.next_row() as u64),
             )
         };
         let started = Instant::now();
@@ -1081,7 +1084,7 @@ impl Loader {
                 let rows = segments[p.item].1;
                 if end <= b.chunk.data.len() && b.next_row() == 0 {
                     b.chunk.data = b.chunk.data.slice(end..);
-                    b.chunk.first_record += rows as u64;
+                    b.chunk.first_record = b.chunk.first_record.saturating_add(rows as u64);
                     b.chunk.record_count = b.chunk.record_count.saturating_sub(rows);
                     b.cut_rows += rows as u64;
                     b.cut_bytes += end as u64;
@@ -1170,7 +1173,8 @@ impl Loader {
         self.acc.decode += started.elapsed();
         self.acc.records += batch.rows() as u64;
         self.acc.batches += 1;
-        self.batches += 1;
+        // Saturating: a restored state may hold any count.
+        self.batches = self.batches.saturating_add(1);
         Ok(batch)
     }
 }

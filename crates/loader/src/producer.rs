@@ -246,6 +246,10 @@ impl Producer<'_> {
                     };
                     self.push(Item::Chunk(Box::new(item)), bytes)?;
                 }
+                if let Some(c) = &cursor {
+                    c.check(files.len(), config.cycle_length)
+                        .map_err(|reason| Error::StateMismatch { reason })?;
+                }
                 (cursor, ended)
             }
             _ => (None, false),

@@ -549,7 +549,8 @@ impl TfChunker {
             data,
             layout: RecordLayout::Spans(spans.into()),
         };
-        self.index += 1;
+        // Saturating: a restored position may hold any number.
+        self.index = self.index.saturating_add(1);
         Ok(Some(RawChunk {
             chunk,
             pos: start,
@@ -739,7 +740,8 @@ impl OfChunker {
             data: self.cut.window.take(len),
             layout: RecordLayout::Spans(spans.into()),
         };
-        self.index += 1;
+        // Saturating: a restored position may hold any number.
+        self.index = self.index.saturating_add(1);
         Ok(Some(RawChunk {
             chunk,
             pos: start,
@@ -790,6 +792,29 @@ impl StreamCursor {
             turn: 0,
             global: 0,
         }
+    }
+
+    /// Whether this cursor can be one of an epoch over `files` files,
+    /// `cycle` at a time (a restored state may hold anything); what is
+    /// wrong if not.
+    pub(crate) fn check(&self, files: usize, cycle: usize) -> std::result::Result<(), String> {
+        if self.slots.len() != cycle.max(1) {
+            return Err(format!(
+                "the stream has {} interleave slots, this loader {}",
+                self.slots.len(),
+                cycle.max(1)
+            ));
+        }
+        if self.next_file > files {
+            return Err(format!(
+                "the next file is number {} of {files}",
+                self.next_file
+            ));
+        }
+        if let Some(s) = self.slots.iter().flatten().find(|s| s.file >= files) {
+            return Err(format!("a slot reads file number {} of {files}", s.file));
+        }
+        Ok(())
     }
 
     /// Whether every slot is closed.
@@ -859,7 +884,7 @@ impl<R: SlotReader> Interleave<R> {
                     });
                     c.turn = (i + 1) % k;
                     let global = c.global;
-                    c.global += 1;
+                    c.global = c.global.saturating_add(1);
                     return Ok(Some((chunk, slot.file, global)));
                 }
                 None => {

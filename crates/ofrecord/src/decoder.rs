@@ -1034,11 +1034,14 @@ impl grist_tensor::Decoder for OfRecordDecoder {
         out: &mut BatchBuilder,
     ) -> Result<()> {
         for i in rows {
-            let at = Location::new(chunk.file.clone(), chunk.first_record + i as u64);
+            let at = Location::new(
+                chunk.file.clone(),
+                chunk.first_record.saturating_add(i as u64),
+            );
             let record = chunk.record(i).ok_or_else(|| Error::RecordOutOfRange {
                 file: chunk.file.clone(),
                 record: at.record,
-                count: chunk.first_record + chunk.record_count as u64,
+                count: chunk.first_record.saturating_add(chunk.record_count as u64),
             })?;
             self.decode(record, &at, out)?;
         }

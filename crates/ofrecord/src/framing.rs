@@ -227,8 +227,9 @@ impl FrameDecoder {
             return Ok(Decoded::Incomplete { needed });
         }
         let end = needed as usize;
-        self.record += 1;
-        self.offset += needed;
+        // Saturating: the position may have been set to any number.
+        self.record = self.record.saturating_add(1);
+        self.offset = self.offset.saturating_add(needed);
         if let Some(r) = &mut self.remaining {
             *r -= needed;
         }
@@ -519,8 +520,9 @@ impl FrameDecoder {
     /// Moves past a record of `len` payload bytes (checked by `decode`).
     fn skip(&mut self, len: u64) {
         let needed = LENGTH_PREFIX as u64 + len;
-        self.record += 1;
-        self.offset += needed;
+        // Saturating: the position may have been set to any number.
+        self.record = self.record.saturating_add(1);
+        self.offset = self.offset.saturating_add(needed);
         if let Some(r) = &mut self.remaining {
             *r = r.saturating_sub(needed);
         }
