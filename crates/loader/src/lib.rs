@@ -98,7 +98,7 @@ pub use error::{Error, Result};
 pub use files::Format;
 /// How file bytes are fetched (see [`LoaderBuilder::with_access`]).
 pub use grist_tensor::Access;
-pub use loader::{Loader, LoaderBuilder};
+pub use loader::{Loader, LoaderBuilder, MAX_THREADS};
 pub use options::{Epochs, FfrPayload, RandomAccess, ShardMode, Threads};
 pub use state::LoaderState;
 pub use stats::Stats;

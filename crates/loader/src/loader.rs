@@ -158,7 +158,8 @@ impl LoaderBuilder {
         self
     }
 
-    /// Parse threads per batch. By default, [`Threads::Autotune`].
+    /// Parse threads per batch. By default, [`Threads::Autotune`]; a fixed
+    /// count is at most [`MAX_THREADS`].
     pub fn with_threads(mut self, threads: Threads) -> Self {
         self.threads = threads;
         self
@@ -304,11 +305,20 @@ impl LoaderBuilder {
         if self.chunk_bytes == 0 {
             return Err(Error::option("with_chunk_bytes", "must be at least 1"));
         }
-        if self.threads == Threads::Fixed(0) {
-            return Err(Error::option(
-                "with_threads",
-                "Fixed(0): at least one thread",
-            ));
+        match self.threads {
+            Threads::Fixed(0) => {
+                return Err(Error::option(
+                    "with_threads",
+                    "Fixed(0): at least one thread",
+                ));
+            }
+            Threads::Fixed(n) if n > MAX_THREADS => {
+                return Err(Error::option(
+                    "with_threads",
+                    format!("Fixed({n}): at most {MAX_THREADS} threads"),
+                ));
+            }
+            _ => {}
         }
         let spec = match (self.spec, &self.spec_path) {
             (Some(spec), _) => spec,
@@ -809,12 +819,14 @@ impl Loader {
 
     fn next_stream(&mut self) -> Result<Option<Batch>> {
         loop {
-            let want = self.config.batch_size
-                + if self.config.shuffle {
+            let want = self
+                .config
+                .batch_size
+                .saturating_add(if self.config.shuffle {
                     self.config.shuffle_buffer
                 } else {
                     0
-                };
+                });
             while !self.ended && (self.remaining < want || self.prelude_left > 0) {
                 match self.pull()? {
                     None => self.ended = true,
@@ -1178,6 +1190,9 @@ impl Loader {
         Ok(batch)
     }
 }
+
+/// The most parse threads a loader takes ([`Threads::Fixed`]).
+pub const MAX_THREADS: usize = 1024;
 
 /// How many batches in a row autotune gives a thread count it is trying.
 const TRIAL_RUN: u64 = 4;

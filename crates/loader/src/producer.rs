@@ -294,6 +294,15 @@ impl Producer<'_> {
             }
         }
         let world = config.world.max(1);
+        if !config.by_file {
+            // Chunks are dealt to the ranks in turn: with more ranks than
+            // chunks, some rank gets none (and no count per rank is kept
+            // for ranks that cannot have any).
+            let chunks: usize = self.counts.values().map(Vec::len).sum();
+            if world > chunks {
+                return Ok(0);
+            }
+        }
         let mut totals = vec![0u64; world];
         if config.by_file {
             for (r, total) in totals.iter_mut().enumerate() {
@@ -332,10 +341,19 @@ impl Producer<'_> {
         let order = Order::new(&config, epoch, config.rank, &counts);
         let mut batches = config.batches(order.len);
         let max_batches = if config.equal_batches {
-            let fewest = (0..config.world.max(1))
-                .map(|r| config.batches(Order::new(&config, epoch, r, &counts).len))
-                .min()
-                .unwrap_or(0);
+            let fewest = if config.by_file {
+                // No more ranks than files (checked when built).
+                (0..config.world.max(1))
+                    .map(|r| config.batches(Order::new(&config, epoch, r, &counts).len))
+                    .min()
+                    .unwrap_or(0)
+            } else {
+                // Ranks share the records evenly: the fewest are the
+                // floor of the share (not a loop over the ranks, which
+                // may be many).
+                let total = counts.iter().fold(0u64, |a, &c| a.saturating_add(c));
+                config.batches(total / config.world.max(1) as u64)
+            };
             batches = batches.min(fewest);
             Some(fewest)
         } else {
@@ -343,7 +361,11 @@ impl Producer<'_> {
         };
         self.push(Item::EpochStart { epoch, max_batches }, 0)?;
         let b = config.batch_size as u64;
-        let mut wants = Vec::with_capacity(config.batch_size);
+        let mut wants = Vec::with_capacity(
+            config
+                .batch_size
+                .min(usize::try_from(order.len).unwrap_or(0)),
+        );
         for batch in first_batch..batches {
             wants.clear();
             let end = ((batch + 1) * b).min(order.len);

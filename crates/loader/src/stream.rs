@@ -778,7 +778,8 @@ pub(crate) struct Slot {
 impl StreamCursor {
     /// The start of an epoch over `files` files, `cycle` at a time.
     pub(crate) fn start(files: usize, cycle: usize) -> Self {
-        let cycle = cycle.max(1);
+        // No more slots than files: the others would stay closed.
+        let cycle = slots_for(files, cycle);
         StreamCursor {
             next_file: cycle.min(files),
             slots: (0..cycle)
@@ -798,11 +799,13 @@ impl StreamCursor {
     /// `cycle` at a time (a restored state may hold anything); what is
     /// wrong if not.
     pub(crate) fn check(&self, files: usize, cycle: usize) -> std::result::Result<(), String> {
-        if self.slots.len() != cycle.max(1) {
+        // (States saved before slots were capped by the file count have
+        // one per `cycle`.)
+        if self.slots.len() != slots_for(files, cycle) && self.slots.len() != cycle.max(1) {
             return Err(format!(
                 "the stream has {} interleave slots, this loader {}",
                 self.slots.len(),
-                cycle.max(1)
+                slots_for(files, cycle)
             ));
         }
         if self.next_file > files {
@@ -821,6 +824,11 @@ impl StreamCursor {
     pub(crate) fn ended(&self) -> bool {
         self.slots.iter().all(Option::is_none)
     }
+}
+
+/// The interleave slots of an epoch over `files` files, `cycle` at a time.
+fn slots_for(files: usize, cycle: usize) -> usize {
+    cycle.clamp(1, files.max(1))
 }
 
 /// Reads the chunks of one slot's file.

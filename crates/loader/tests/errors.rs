@@ -1,10 +1,10 @@
 //! Bad input and bad arguments: errors name the file and the record, the
 //! batches before them arrive, and the loader stops.
 
-use grist_loader::{Error, Format, Loader, ShardMode, Threads};
+use grist_loader::{Error, Format, Loader, LoaderBuilder, ShardMode, Threads};
 use grist_tensor::{DType, FeatureSpec, SpecFile};
 
-use crate::support::{Fixture, Kind, ids, specs};
+use crate::support::{Fixture, KINDS, Kind, ids, specs};
 
 /// Flips a byte `at` bytes before the end of `path`.
 fn damage(path: &std::path::Path, from_end: usize) {
@@ -130,6 +130,9 @@ fn bad_options_are_refused_at_build() {
         fx.builder().with_cycle_length(0),
         fx.builder().with_threads(Threads::Fixed(0)),
         fx.builder()
+            .with_threads(Threads::Fixed(grist_loader::MAX_THREADS + 1)),
+        fx.builder().with_threads(Threads::Fixed(usize::MAX)),
+        fx.builder()
             .with_shard(0, 5)
             .with_shard_mode(ShardMode::Files),
         Loader::builder().with_paths(fx.sources.clone()),
@@ -160,6 +163,60 @@ fn bad_options_are_refused_at_build() {
             .build(),
         Err(Error::Unsupported { .. })
     ));
+}
+
+/// Options at the ends of their ranges: the loader reads every record
+/// (or, as a rank of `usize::MAX`, none) without panicking, hanging or
+/// allocating by the option. These once overflowed `batch + buffer`,
+/// sized a vector by the batch size, the interleave cycle or the thread
+/// count, and looped over every rank.
+#[test]
+fn options_at_their_limits_still_work() {
+    for kind in KINDS {
+        let fx = Fixture::new(kind, 3, 20);
+        let all = fx.total as usize;
+        let cases: [(&str, LoaderBuilder, usize); 9] = [
+            ("batch", fx.builder().with_batch_size(usize::MAX), all),
+            (
+                "batch, shuffled",
+                fx.builder().with_batch_size(usize::MAX).with_shuffle(true),
+                all,
+            ),
+            (
+                "buffer",
+                fx.builder()
+                    .with_shuffle(true)
+                    .with_shuffle_buffer(usize::MAX),
+                all,
+            ),
+            ("prefetch 0", fx.builder().with_prefetch_bytes(0), all),
+            ("prefetch", fx.builder().with_prefetch_bytes(u64::MAX), all),
+            ("chunk", fx.builder().with_chunk_bytes(usize::MAX), all),
+            ("cycle", fx.builder().with_cycle_length(usize::MAX), all),
+            (
+                "rank",
+                fx.builder().with_shard(usize::MAX - 1, usize::MAX),
+                0,
+            ),
+            (
+                "rank, equal batches",
+                fx.builder()
+                    .with_shard(usize::MAX - 1, usize::MAX)
+                    .with_equal_batches(true),
+                0,
+            ),
+        ];
+        for (what, builder, want) in cases {
+            let mut loader = builder.build().unwrap();
+            let mut rows = 0;
+            while let Some(batch) = loader.next_batch() {
+                rows += batch
+                    .unwrap_or_else(|e| panic!("{kind:?}, {what}: {e}"))
+                    .rows();
+            }
+            assert_eq!(rows, want, "{kind:?}, {what}");
+        }
+    }
 }
 
 #[test]
