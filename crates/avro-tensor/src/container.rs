@@ -649,9 +649,10 @@ impl ReaderOptions {
 
     /// How many bytes to read from the file at a time; the buffer grows
     /// beyond this only for blocks that do not fit, and only as their bytes
-    /// arrive. Values below 64 are raised to 64. By default, 1 MiB.
+    /// arrive. Values below 64 are raised to 64, values above
+    /// [`grist_tensor::MAX_IO_BUFFER`] lowered to it. By default, 1 MiB.
     pub fn with_buffer_size(mut self, bytes: usize) -> Self {
-        self.buffer_size = bytes.max(64);
+        self.buffer_size = bytes.clamp(64, grist_tensor::MAX_IO_BUFFER);
         self
     }
 

@@ -81,10 +81,10 @@ impl WriterOptions {
         self
     }
 
-    /// The size of the write buffer in front of the output. By default,
-    /// 1 MiB.
+    /// The size of the write buffer in front of the output, at most
+    /// [`grist_tensor::MAX_IO_BUFFER`]. By default, 1 MiB.
     pub fn with_buffer_size(mut self, bytes: usize) -> Self {
-        self.buffer_size = bytes.max(1);
+        self.buffer_size = bytes.clamp(1, grist_tensor::MAX_IO_BUFFER);
         self
     }
 }

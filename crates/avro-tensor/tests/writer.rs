@@ -377,3 +377,30 @@ fn a_failed_write_makes_the_writer_unusable() {
     assert!(matches!(w.append_datum(&datums[0]), Err(Error::Io { .. })));
     assert!(matches!(w.finish(), Err(Error::Io { .. })));
 }
+
+/// Buffer sizes far beyond the data are lowered: a few rows are written
+/// and read back without a buffer of the size asked for (which would not
+/// fit in memory).
+#[test]
+fn huge_buffer_sizes_are_lowered() {
+    let dir = temp_dir();
+    let path = dir.path().join("a.avro");
+    let rows = rows(3);
+    let mut w = ContainerWriter::create(
+        &path,
+        SCHEMA,
+        WriterOptions::default().with_buffer_size(usize::MAX),
+    )
+    .unwrap();
+    for d in datums(&rows) {
+        w.append_datum(&d).unwrap();
+    }
+    w.finish().unwrap();
+    let mut reader =
+        BlockReader::open(&path, ReaderOptions::default().with_buffer_size(usize::MAX)).unwrap();
+    let mut count = 0;
+    while let Some(block) = reader.next_block().unwrap() {
+        count += block.record_count;
+    }
+    assert_eq!(count, 3);
+}

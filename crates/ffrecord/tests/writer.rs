@@ -157,3 +157,28 @@ fn no_partial_file_is_ever_left_under_the_final_name() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A write buffer or chunk size far beyond the data is lowered: three
+/// samples are written and read back without a buffer of the size asked
+/// for (which would not fit in memory).
+#[test]
+fn huge_buffer_and_chunk_sizes_are_lowered() {
+    let dir = temp_dir();
+    let path = dir.path().join("a.ffr");
+    let samples = [b"a".to_vec(), b"bc".to_vec(), b"def".to_vec()];
+    let mut w =
+        FfrWriter::create(&path, WriterOptions::default().with_buffer_size(usize::MAX)).unwrap();
+    for s in &samples {
+        w.write_sample(s).unwrap();
+    }
+    w.finish().unwrap();
+    let reader = FfrReader::open(&path, ReaderOptions::default()).unwrap();
+    let mut source = reader.source().with_chunk_bytes(usize::MAX);
+    let chunk = grist_tensor::RecordSource::next_chunk(&mut source)
+        .unwrap()
+        .unwrap();
+    assert_eq!(chunk.record_count, 3);
+    for (i, s) in samples.iter().enumerate() {
+        assert_eq!(chunk.record(i), Some(&s[..]));
+    }
+}

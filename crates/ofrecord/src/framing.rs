@@ -59,9 +59,10 @@ impl ReaderOptions {
     }
 
     /// How many bytes a reader asks of its input at a time. Values below
-    /// 16 are raised to 16. By default, 256 KiB.
+    /// 16 are raised to 16, values above [`grist_tensor::MAX_IO_BUFFER`]
+    /// lowered to it. By default, 256 KiB.
     pub fn with_buffer_size(mut self, bytes: usize) -> Self {
-        self.buffer_size = bytes.max(16);
+        self.buffer_size = bytes.clamp(16, grist_tensor::MAX_IO_BUFFER);
         self
     }
 

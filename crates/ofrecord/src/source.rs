@@ -213,7 +213,8 @@ impl OpenSegment {
                     // Read at least the rest of this record (its length
                     // was checked against the bytes left in the file).
                     let short = end.saturating_sub(self.buf.len() as u64) as usize;
-                    if let Err(e) = self.read_block(chunk_bytes.max(64 << 10).max(short)) {
+                    let step = chunk_bytes.clamp(64 << 10, grist_tensor::MAX_IO_BUFFER);
+                    if let Err(e) = self.read_block(step.max(short)) {
                         if spans.is_empty() {
                             return Err(e);
                         }

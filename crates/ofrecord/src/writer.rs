@@ -183,9 +183,10 @@ impl DatasetWriter {
         self
     }
 
-    /// The write buffer of each part. By default, 1 MiB.
+    /// The write buffer of each part, at most
+    /// [`grist_tensor::MAX_IO_BUFFER`]. By default, 1 MiB.
     pub fn with_buffer_size(mut self, bytes: usize) -> Self {
-        self.buffer_size = bytes.max(1);
+        self.buffer_size = bytes.clamp(1, grist_tensor::MAX_IO_BUFFER);
         self
     }
 

@@ -269,3 +269,34 @@ fn parts_get_the_mode_of_a_created_file() {
         assert_eq!(mode(&part.path), mode(&plain), "{}", part.path.display());
     }
 }
+
+/// Buffer and chunk sizes far beyond the data are lowered: three records
+/// are written, read and cut into one chunk without a buffer of the size
+/// asked for (which would not fit in memory).
+#[test]
+fn huge_buffer_and_chunk_sizes_are_lowered() {
+    let payloads = [b"a".to_vec(), b"bc".to_vec(), Vec::new()];
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = DatasetWriter::create(dir.path())
+        .unwrap()
+        .with_naming(PartNaming::default())
+        .with_buffer_size(usize::MAX);
+    for p in &payloads {
+        w.write_record(p).unwrap();
+    }
+    let summary = w.finish().unwrap();
+    let ds = Dataset::open(dir.path(), summary.parts, &PartNaming::default())
+        .unwrap()
+        .with_options(grist_ofrecord::ReaderOptions::default().with_buffer_size(usize::MAX));
+    assert_eq!(records_of(&ds), payloads);
+    let mut source = grist_ofrecord::OfRecordSource::new(&ds).with_chunk_bytes(usize::MAX);
+    let chunk = grist_tensor::RecordSource::next_chunk(&mut source)
+        .unwrap()
+        .unwrap();
+    assert_eq!(chunk.record_count, 3);
+    assert!(
+        grist_tensor::RecordSource::next_chunk(&mut source)
+            .unwrap()
+            .is_none()
+    );
+}

@@ -62,7 +62,7 @@ pub use error::TensorError;
 pub use limits::Limits;
 #[cfg(feature = "ndarray")]
 pub use ndarray::Element;
-pub use source::{Chunk, Decoder, RecordLayout, RecordSource};
+pub use source::{Chunk, Decoder, MAX_IO_BUFFER, RecordLayout, RecordSource};
 pub use spec::{
     DenseSpec, FeatureSpec, FixedLenSequenceSpec, OneOrMany, Partition, RaggedSpec, SparseSpec,
     SpecFile, UNKNOWN_DIM, VarlenSpec, resolve_default,

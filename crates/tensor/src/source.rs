@@ -23,6 +23,12 @@ use bytes::Bytes;
 
 use crate::{BatchBuilder, FeatureSpec};
 
+/// The largest I/O buffer a reader or writer option may ask for (64 MiB):
+/// larger values are lowered to it, and a source reads a larger chunk in
+/// steps of at most this, so that a file of a few bytes never makes a
+/// buffer of gigabytes.
+pub const MAX_IO_BUFFER: usize = 64 << 20;
+
 /// Where the records of a chunk lie in its data.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RecordLayout {

@@ -222,7 +222,7 @@ impl OpenFile {
                 self.decoder.finish(self.buf.len() - pos)?;
                 return Ok(None);
             }
-            if let Err(e) = self.read_block(chunk_bytes) {
+            if let Err(e) = self.read_block(chunk_bytes.min(grist_tensor::MAX_IO_BUFFER)) {
                 if spans.is_empty() {
                     return Err(e);
                 }

@@ -1184,3 +1184,25 @@ fn reader_buffer_grows_with_the_data() {
     assert!(error.is_none());
     assert_eq!(records, vec![payload, b"tail".to_vec()]);
 }
+
+/// Buffer and chunk sizes far beyond the data are lowered: three records
+/// are written, read and cut into one chunk without a buffer of the size
+/// asked for (which would not fit in memory).
+#[test]
+fn huge_buffer_and_chunk_sizes_are_lowered() {
+    let dir = temp_dir();
+    let path = dir.path().join("a.tfrecord");
+    let payloads = [b"a".to_vec(), b"bc".to_vec(), Vec::new()];
+    let mut w =
+        RecordWriter::create(&path, WriterOptions::default().with_buffer_size(usize::MAX)).unwrap();
+    for p in &payloads {
+        w.write_record(p).unwrap();
+    }
+    w.finish().unwrap();
+    let (records, error) = read_all(&path, ReaderOptions::default().with_buffer_size(usize::MAX));
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(records, payloads);
+    let mut source = TfRecordSource::new([&path]).with_chunk_bytes(usize::MAX);
+    assert_eq!(source.next_chunk().unwrap().unwrap().record_count, 3);
+    assert!(source.next_chunk().unwrap().is_none());
+}
