@@ -6,7 +6,9 @@
 //! chunk size, streamed) and once as the selectors configure it (threads,
 //! shuffle, memory map, CRC checks, read by number, batch size, chunk
 //! size, a strict or a lenient spec, GZIP, two files interleaved, two
-//! ranks, and a resume from a saved state). See [`check`].
+//! ranks, and a resume from a saved state). With a resume, a third loader
+//! resumes from the saved state with one of its numbers damaged, which
+//! may fail but must not panic. See [`check`].
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -210,6 +212,96 @@ fn drain(builder: impl Fn() -> LoaderBuilder, resume_after: usize) -> Run {
     }
 }
 
+/// A resume from a damaged checkpoint: the state of a loader from
+/// `builder` after `resume_after` batches, with one of its numbers (but
+/// the version and the fingerprint, checked first) set to an extreme
+/// value, both chosen by `pick`. Restoring it may fail; if it does not,
+/// the loader yields batches or an error and then ends, and no thread
+/// panics.
+fn tampered_resume(builder: impl Fn() -> LoaderBuilder, resume_after: usize, pick: u64) {
+    let Ok(mut loader) = builder().build() else {
+        return;
+    };
+    for _ in 0..resume_after {
+        match loader.next_batch() {
+            Some(Ok(_)) => {}
+            Some(Err(e)) => {
+                checked(e);
+                return;
+            }
+            None => return,
+        }
+    }
+    let mut state = serde_json::to_value(loader.state()).expect("a state's JSON");
+    drop(loader);
+    let mut numbers = Vec::new();
+    number_pointers(&state, String::new(), &mut numbers);
+    let Some(len) = u64::try_from(numbers.len()).ok().filter(|&n| n > 0) else {
+        return;
+    };
+    let number = state
+        .pointer_mut(&numbers[(pick % len) as usize])
+        .expect("a number there");
+    let old = number.as_u64().unwrap_or(0);
+    let values = [
+        0,
+        1,
+        old.saturating_add(1),
+        old.saturating_mul(3),
+        1 << 32,
+        u64::MAX,
+    ];
+    *number = values[(pick / len % values.len() as u64) as usize].into();
+    let Ok(state) = serde_json::from_value(state) else {
+        return;
+    };
+    let Ok(mut loader) = builder().build() else {
+        return;
+    };
+    if loader.restore(&state).is_err() {
+        return;
+    }
+    while let Some(next) = loader.next_batch() {
+        if let Err(e) = next {
+            let error = checked(e);
+            assert!(
+                loader.next_batch().is_none(),
+                "the loader went on after {error}"
+            );
+            return;
+        }
+    }
+}
+
+/// The JSON pointers of the numbers in `v` (at `at`), but a state's
+/// version and fingerprint.
+fn number_pointers(v: &serde_json::Value, at: String, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Number(_) => out.push(at),
+        serde_json::Value::Array(items) => {
+            for (i, x) in items.iter().enumerate() {
+                number_pointers(x, format!("{at}/{i}"), out);
+            }
+        }
+        serde_json::Value::Object(fields) => {
+            for (k, x) in fields {
+                if at.is_empty() && (k == "version" || k == "fingerprint") {
+                    continue;
+                }
+                number_pointers(x, format!("{at}/{k}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// FNV-1a of `data`: a choice the fuzzer reaches by changing the input.
+fn fnv(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 /// An error's text; panics on a thread panic (a bug, not bad input).
 fn checked(e: Error) -> String {
     if let Error::ThreadPanicked { .. } = e {
@@ -255,6 +347,9 @@ impl Drop for Scratch {
 ///   batch; the ranks' records together): when the reference read every
 ///   record, the same records in some order; when it failed, a failure
 ///   (every record is some rank's, and is read in an epoch).
+///
+/// With a resume, a resume from a damaged state too
+/// ([`tampered_resume`]).
 ///
 /// `mmap` needs the file to stay as written while it is mapped: this
 /// function writes it, maps it and deletes it, and nothing else knows it.
@@ -319,6 +414,10 @@ pub fn check(data: &[u8], mmap: Access) {
     } else {
         drain(|| under_test(0, 1), config.resume_after)
     };
+
+    if config.resume_after > 0 {
+        tampered_resume(|| under_test(0, 1), config.resume_after, fnv(data));
+    }
 
     let by_number = config.format == Kind::Ofrecord && config.by_number;
     if unordered {
