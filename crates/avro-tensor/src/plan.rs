@@ -139,6 +139,12 @@ pub(crate) fn check_specs(specs: &[FeatureSpec]) -> Result<()> {
                         "a dense Avro feature needs a fully defined shape",
                     ));
                 }
+                if grist_tensor::shape_elements(&d.shape).is_none() {
+                    return Err(Error::Spec(TensorError::InvalidSpec {
+                        feature: s.name().to_string(),
+                        reason: format!("shape {:?} has more than 2^63 - 1 elements", d.shape),
+                    }));
+                }
             }
             FeatureSpec::Sparse(sp) => match &sp.shape {
                 None => {

@@ -219,6 +219,49 @@ fn options_at_their_limits_still_work() {
     }
 }
 
+/// A spec whose dense shape is far larger than any record: the loader
+/// fails with an error naming the feature, at build or at the first
+/// batch, instead of reserving the shape's values for every row of the
+/// batch (petabytes) or wrapping the element count around.
+#[test]
+fn specs_with_huge_shapes_fail_cleanly() {
+    let with_x = |x: FeatureSpec| {
+        let mut s = specs();
+        s[1] = x;
+        s
+    };
+    let cases = [
+        (
+            with_x(FeatureSpec::dense("x", DType::Float32, [1 << 40])),
+            "\"x\"",
+        ),
+        (
+            with_x(FeatureSpec::dense("x", DType::Float32, [1 << 32, 1 << 32])),
+            "2^63 - 1 elements",
+        ),
+        (
+            with_x(
+                FeatureSpec::dense("x", DType::Float32, [1 << 40])
+                    .with_default(serde_json::json!(0.0)),
+            ),
+            "more than a default may fill",
+        ),
+    ];
+    for kind in KINDS {
+        let fx = Fixture::new(kind, 1, 5);
+        for (specs, want) in &cases {
+            let error = match fx.builder().with_specs(specs.clone()).build() {
+                Err(e) => e,
+                Ok(mut loader) => match loader.next_batch() {
+                    Some(Err(e)) => e,
+                    other => panic!("{kind:?}: {other:?}"),
+                },
+            };
+            assert!(error.to_string().contains(want), "{kind:?}: {error}");
+        }
+    }
+}
+
 #[test]
 fn dropping_a_loader_midway_stops_its_threads() {
     for kind in [Kind::Tfrecord, Kind::Ffrecord] {

@@ -398,7 +398,7 @@ pub(crate) fn list_for(dtype: DType) -> ListKind {
 }
 
 fn fixed_shape(name: &str, shape: &[i64]) -> Result<Vec<usize>, TensorError> {
-    shape
+    let dims = shape
         .iter()
         .map(|&d| {
             usize::try_from(d).map_err(|_| {
@@ -408,7 +408,14 @@ fn fixed_shape(name: &str, shape: &[i64]) -> Result<Vec<usize>, TensorError> {
                 )
             })
         })
-        .collect()
+        .collect::<Result<Vec<usize>, TensorError>>()?;
+    if grist_tensor::shape_elements(shape).is_none() {
+        return Err(invalid(
+            name,
+            format!("shape {shape:?} has more than 2^63 - 1 elements"),
+        ));
+    }
+    Ok(dims)
 }
 
 fn partition_kind(p: &Partition) -> PartitionKind {

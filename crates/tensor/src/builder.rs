@@ -12,6 +12,10 @@ use crate::{
     TensorError, Values,
 };
 
+/// The most values a dense column reserves ahead of its rows (2^24): see
+/// [`DenseBuilder::reserve_rows`].
+const MAX_RESERVE: usize = 1 << 24;
+
 /// Builds a dense column of shape `[rows] + row_shape`.
 ///
 /// The decoder appends exactly `row_len()` values per row to `values`, then
@@ -28,7 +32,9 @@ pub struct DenseBuilder {
 impl DenseBuilder {
     /// A builder for rows of `row_shape`.
     pub fn new(dtype: DType, row_shape: Vec<usize>) -> Self {
-        let row_len = row_shape.iter().product();
+        // Saturating: specs are checked by `shape_elements`; a larger
+        // shape given here fails as its rows are appended instead.
+        let row_len = row_shape.iter().fold(1usize, |n, &d| n.saturating_mul(d));
         DenseBuilder {
             values: Values::new(dtype),
             row_shape,
@@ -59,9 +65,14 @@ impl DenseBuilder {
         debug_assert_eq!(self.values.len(), self.rows * self.row_len);
     }
 
-    /// Reserves room for `rows` more rows.
+    /// Reserves room for `rows` more rows, at most 2^24 values: beyond
+    /// that the values grow as they are appended.
     pub fn reserve_rows(&mut self, rows: usize) {
-        self.values.reserve(rows.saturating_mul(self.row_len));
+        // Pre-sizing is a guess from the spec: past MAX_RESERVE the values
+        // grow as the data brings them (a shape of 2^40 would otherwise
+        // ask for petabytes before any record said so).
+        self.values
+            .reserve(rows.saturating_mul(self.row_len).min(MAX_RESERVE));
     }
 
     fn append(&mut self, other: &mut DenseBuilder) {
@@ -499,7 +510,7 @@ impl PaddedBuilder {
     /// A builder of items of `item_shape`, padded with `pad` (one item's
     /// worth of values, or a single value repeated).
     pub fn new(item_shape: Vec<usize>, pad: Values) -> Self {
-        let item_len = item_shape.iter().product();
+        let item_len = item_shape.iter().fold(1usize, |n, &d| n.saturating_mul(d));
         let pad = if pad.len() == item_len {
             pad
         } else {

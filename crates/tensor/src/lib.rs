@@ -64,8 +64,8 @@ pub use limits::Limits;
 pub use ndarray::Element;
 pub use source::{Chunk, Decoder, MAX_IO_BUFFER, RecordLayout, RecordSource};
 pub use spec::{
-    DenseSpec, FeatureSpec, FixedLenSequenceSpec, OneOrMany, Partition, RaggedSpec, SparseSpec,
-    SpecFile, UNKNOWN_DIM, VarlenSpec, resolve_default,
+    DenseSpec, FeatureSpec, FixedLenSequenceSpec, MAX_DEFAULT_VALUES, OneOrMany, Partition,
+    RaggedSpec, SparseSpec, SpecFile, UNKNOWN_DIM, VarlenSpec, resolve_default, shape_elements,
 };
 pub use tensor::{
     Batch, Column, DenseTensor, RaggedTensor, Section, SparseTensor, StringValues, Tensor, Values,

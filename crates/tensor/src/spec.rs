@@ -409,10 +409,34 @@ impl FeatureSpec {
     }
 }
 
+/// The number of elements of a tensor of `shape`: `None` when a dimension
+/// is unknown (negative) or the count exceeds 2^63 - 1, TensorFlow's own
+/// bound for a shape (where a plain product would wrap around).
+///
+/// ```
+/// use grist_tensor::shape_elements;
+/// assert_eq!(shape_elements(&[2, 3]), Some(6));
+/// assert_eq!(shape_elements(&[]), Some(1));
+/// assert_eq!(shape_elements(&[-1, 3]), None);
+/// assert_eq!(shape_elements(&[1 << 32, 1 << 32]), None);
+/// ```
+pub fn shape_elements(shape: &[i64]) -> Option<usize> {
+    let n = shape
+        .iter()
+        .try_fold(1u64, |n, &d| n.checked_mul(u64::try_from(d).ok()?))?;
+    usize::try_from(n).ok().filter(|_| n <= i64::MAX as u64)
+}
+
+/// The most values a default may fill one row with (2^28): a default is
+/// materialised once per feature, so a larger one would be an allocation
+/// sized by the spec alone.
+pub const MAX_DEFAULT_VALUES: usize = 1 << 28;
+
 /// Resolves a default value to exactly `len` values of `dtype`.
 ///
 /// A scalar is repeated `len` times; a list must have `len` values.
-/// `feature` names the feature in the error.
+/// `feature` names the feature in the error. Fails when `len` is over
+/// [`MAX_DEFAULT_VALUES`].
 pub fn resolve_default(
     feature: &str,
     dtype: DType,
@@ -423,6 +447,11 @@ pub fn resolve_default(
         feature: feature.to_string(),
         reason,
     };
+    if len > MAX_DEFAULT_VALUES {
+        return Err(bad(format!(
+            "the shape holds {len} values, more than a default may fill ({MAX_DEFAULT_VALUES})"
+        )));
+    }
     let mut out = Values::with_capacity(dtype, len.min(1 << 16));
     match default {
         serde_json::Value::Array(items) => {

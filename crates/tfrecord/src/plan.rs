@@ -280,13 +280,20 @@ fn check_dtype(spec: &FeatureSpec) -> Result<DType> {
 }
 
 fn fixed_shape(name: &str, shape: &[i64]) -> Result<Vec<usize>> {
-    shape
+    let dims = shape
         .iter()
         .map(|&d| {
             usize::try_from(d)
                 .map_err(|_| invalid(name, format!("shape {shape:?} is not fully defined")))
         })
-        .collect()
+        .collect::<Result<Vec<usize>>>()?;
+    if grist_tensor::shape_elements(shape).is_none() {
+        return Err(invalid(
+            name,
+            format!("shape {shape:?} has more than 2^63 - 1 elements"),
+        ));
+    }
+    Ok(dims)
 }
 
 fn zero(dtype: DType) -> Values {
