@@ -43,6 +43,7 @@ mod error;
 pub mod json;
 pub mod le;
 mod limits;
+mod location;
 #[cfg(feature = "ndarray")]
 mod ndarray;
 pub mod pool;
@@ -60,6 +61,7 @@ pub use builder::{
 pub use dtype::DType;
 pub use error::TensorError;
 pub use limits::Limits;
+pub use location::{BoxError, ErrorKind, FeatureProblem, FormatError, Location};
 #[cfg(feature = "ndarray")]
 pub use ndarray::Element;
 pub use source::{Chunk, Decoder, MAX_IO_BUFFER, RecordLayout, RecordSource};
