@@ -53,6 +53,12 @@ pub enum TensorError {
         /// What is wrong.
         reason: String,
     },
+    /// Something a format (or this build) cannot do.
+    #[error("{what}")]
+    Unsupported {
+        /// What cannot be done, naming the format.
+        what: String,
+    },
     /// An allocation or record size sized by the input exceeds a limit.
     #[error("{what}: {requested} bytes exceeds the limit of {max} bytes")]
     LimitExceeded {

@@ -38,8 +38,10 @@
 mod access;
 pub mod atomic;
 mod builder;
+pub mod chunking;
 mod dtype;
 mod error;
+pub mod format;
 pub mod json;
 pub mod le;
 mod limits;
@@ -47,6 +49,7 @@ mod location;
 #[cfg(feature = "ndarray")]
 mod ndarray;
 pub mod pool;
+mod registry;
 mod source;
 mod spec;
 pub mod synth;
@@ -60,11 +63,16 @@ pub use builder::{
 };
 pub use dtype::DType;
 pub use error::TensorError;
+pub use format::{
+    ByNumber, ChunkPos, ChunkStream, Decoder, Deferred, FileHeader, Format, Gathered, Input, Maps,
+    NameMatch, RandomAccess, RandomReader, RawRecord, ReadOptions, Record, RecordOptions, Records,
+};
 pub use limits::Limits;
 pub use location::{BoxError, ErrorKind, FeatureProblem, FormatError, Location};
 #[cfg(feature = "ndarray")]
 pub use ndarray::Element;
-pub use source::{Chunk, Decoder, MAX_IO_BUFFER, RecordLayout, RecordSource};
+pub use registry::{Registry, RegistryError, SNIFF_BYTES};
+pub use source::{Chunk, MAX_IO_BUFFER, RecordLayout, RecordSource};
 pub use spec::{
     DenseSpec, FeatureSpec, FixedLenSequenceSpec, MAX_DEFAULT_VALUES, OneOrMany, Partition,
     RaggedSpec, SparseSpec, SpecFile, UNKNOWN_DIM, VarlenSpec, resolve_default, shape_elements,

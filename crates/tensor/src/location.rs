@@ -357,6 +357,12 @@ pub trait FormatError: std::error::Error + Send + Sync + 'static {
 /// [`crate::format`]).
 pub type BoxError = Box<dyn FormatError>;
 
+impl std::error::Error for BoxError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        (**self).source()
+    }
+}
+
 impl<E: FormatError> From<E> for BoxError {
     fn from(e: E) -> Self {
         Box::new(e)
@@ -371,7 +377,9 @@ impl FormatError for crate::TensorError {
     fn kind(&self) -> ErrorKind {
         match self {
             crate::TensorError::LimitExceeded { .. } => ErrorKind::Limit,
-            crate::TensorError::UnsupportedSpec { .. } => ErrorKind::Unsupported,
+            crate::TensorError::UnsupportedSpec { .. } | crate::TensorError::Unsupported { .. } => {
+                ErrorKind::Unsupported
+            }
             _ => ErrorKind::Argument,
         }
     }

@@ -1,8 +1,9 @@
-//! The traits every format implements.
+//! Chunks of raw records, and the simplest source of them.
 //!
 //! A [`RecordSource`] turns files into [`Chunk`]s of raw records; a
-//! [`Decoder`] appends the rows of a chunk into a [`BatchBuilder`]. The
-//! loader relies on this contract:
+//! [`Decoder`](crate::Decoder) appends the rows of a chunk into a
+//! [`BatchBuilder`](crate::BatchBuilder). The loader relies on this
+//! contract (see [`crate::format`] for the rest of it):
 //!
 //! * A chunk is the unit of I/O and of parallel work: an Avro block, a run of
 //!   TFRecord frames, a set of FFRecord samples, a run of OFRecord records.
@@ -21,7 +22,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::{BatchBuilder, FeatureSpec};
+use crate::{ChunkPos, Deferred, FileHeader};
 
 /// The largest I/O buffer a reader or writer option may ask for (64 MiB):
 /// larger values are lowered to it, and a source reads a larger chunk in
@@ -41,7 +42,7 @@ pub enum RecordLayout {
 }
 
 /// A run of raw records: the unit of I/O and of parallel work.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Chunk {
     /// The file the records come from.
     pub file: Arc<str>,
@@ -60,9 +61,44 @@ pub struct Chunk {
     pub data: Bytes,
     /// Where the records lie in `data`.
     pub layout: RecordLayout,
+    /// The byte offset of the chunk in its file (in the decompressed
+    /// stream for compressed files): the `offset` of its [`ChunkPos`].
+    pub offset: u64,
+    /// Work left for the thread that decodes the chunk.
+    pub deferred: Deferred,
+    /// Its file's header, for formats whose decoding needs one (Avro's
+    /// writer schema and codec).
+    pub header: Option<FileHeader>,
+}
+
+impl std::fmt::Debug for Chunk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chunk")
+            .field("file", &self.file)
+            .field("index", &self.index)
+            .field("first_record", &self.first_record)
+            .field("record_count", &self.record_count)
+            .field("stored_bytes", &self.stored_bytes)
+            .field("compressed", &self.compressed)
+            .field("bytes", &self.data.len())
+            .field("offset", &self.offset)
+            .field("deferred", &self.deferred)
+            .field("header", &self.header.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Chunk {
+    /// Where the chunk starts: what a [`ChunkStream`](crate::ChunkStream)
+    /// reopens at to read it again.
+    pub fn pos(&self) -> ChunkPos {
+        ChunkPos {
+            index: self.index,
+            record: self.first_record,
+            offset: self.offset,
+        }
+    }
+
     /// The payload of record `i` of a chunk with [`RecordLayout::Spans`].
     pub fn record(&self, i: usize) -> Option<&[u8]> {
         match &self.layout {
@@ -79,48 +115,4 @@ pub trait RecordSource {
 
     /// The next chunk, or `None` at the end of the input.
     fn next_chunk(&mut self) -> Result<Option<Chunk>, Self::Error>;
-}
-
-/// A compiled decoder: built once per (schema, feature specs), then called
-/// many times. Clone it to decode on several threads.
-pub trait Decoder: Clone + Send {
-    /// The format's error type.
-    type Error: std::error::Error + Send + Sync + 'static;
-
-    /// The specs of the columns this decoder produces, in output order.
-    fn specs(&self) -> &[FeatureSpec];
-
-    /// A batch builder for this decoder's columns, with room for `rows`
-    /// rows in its dense columns.
-    fn new_batch(&self, rows: usize) -> BatchBuilder;
-
-    /// Decodes rows `rows` (positions within the chunk) of `chunk`,
-    /// appending them to `out` in order.
-    fn decode_chunk(
-        &mut self,
-        chunk: &Chunk,
-        rows: Range<usize>,
-        out: &mut BatchBuilder,
-    ) -> Result<(), Self::Error>;
-
-    /// Decodes rows `rows` of `chunk` as
-    /// [`decode_chunk`](Self::decode_chunk) does, and returns where the
-    /// record after the last decoded one starts in `chunk.data`, if the
-    /// decoder knows.
-    ///
-    /// This serves [`RecordLayout::Sequential`] chunks taken a few rows at
-    /// a time (a loader sampling rows from many buffered chunks): instead
-    /// of skipping the rows already decoded again on every call, the
-    /// consumer cuts them off (`data.slice(offset..)`, `first_record`
-    /// moved on and `record_count` reduced by the rows decoded) and decodes
-    /// the rest of the chunk from there. By default, decodes and returns
-    /// `None` (the consumer then asks for later rows by their position).
-    fn decode_chunk_to(
-        &mut self,
-        chunk: &Chunk,
-        rows: Range<usize>,
-        out: &mut BatchBuilder,
-    ) -> Result<Option<usize>, Self::Error> {
-        self.decode_chunk(chunk, rows, out).map(|()| None)
-    }
 }

@@ -1,0 +1,622 @@
+//! The contract between the formats and everything generic over them.
+//!
+//! Each format crate implements [`Format`]: the loader, the CLI and
+//! conversion hold formats as `Arc<dyn Format>` (found by a
+//! [`Registry`](crate::Registry)) and know no format crate. Through it they
+//! get, for a file:
+//!
+//! * a [`ChunkStream`]: the file's chunks from any chunk boundary
+//!   ([`ChunkPos`], what a saved loader state holds), each read into a
+//!   pooled buffer, with work that can run in parallel (inflating a
+//!   compressed block, checking data CRCs) left undone when the options
+//!   ask for it ([`Chunk::deferred`]);
+//! * for the formats that can, a [`ByNumber`] reader: records by number,
+//!   several at once, with neighbours read together;
+//! * a [`Decoder`], compiled once from the feature specs, that decodes a
+//!   chunk's rows (or records read by number) into a
+//!   [`BatchBuilder`](crate::BatchBuilder), and does a chunk's deferred
+//!   work on the thread that decodes it;
+//! * a [`Records`] iterator: each record's bytes and a generic JSON
+//!   decoding of it (`grist cat --raw/--records`, `grist inspect`).
+//!
+//! Errors cross the contract as [`BoxError`]s, which answer
+//! [`location`](crate::FormatError::location) whatever the format.
+
+use std::any::Any;
+use std::collections::VecDeque;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::pool::BufferPool;
+use crate::{Access, BatchBuilder, BoxError, Chunk, FeatureSpec, Limits, SpecFile};
+
+/// A file's header as its format reads it (Avro: the writer schema and the
+/// codec), shared by the file's chunks; the format's decoder downcasts it.
+pub type FileHeader = Arc<dyn Any + Send + Sync>;
+
+/// One input file: its name in messages and where its bytes are.
+///
+/// Readers get the file's bytes only through it, so that the storage
+/// behind it (a local file, a memory map, an object store) is a matter of
+/// this one type.
+#[derive(Clone, Debug)]
+pub struct Input {
+    name: Arc<str>,
+    path: PathBuf,
+}
+
+impl Input {
+    /// A local file, named in messages as its path is written.
+    pub fn local(path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        Input {
+            name: path.display().to_string().into(),
+            path,
+        }
+    }
+
+    /// The file's name in messages (the path or URL as given).
+    pub fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    /// The file's last path segment.
+    pub fn file_name(&self) -> &str {
+        self.path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+    }
+
+    /// The local path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file beside this one whose name is this one's plus `suffix`
+    /// (a TFRecord file's `.idx` index).
+    pub fn with_suffix(&self, suffix: &str) -> Input {
+        let mut name = self.path.clone().into_os_string();
+        name.push(suffix);
+        Input::local(PathBuf::from(name))
+    }
+
+    /// Whether the file exists (and is a file).
+    pub fn exists(&self) -> bool {
+        self.path.is_file()
+    }
+
+    /// The file's size in bytes.
+    pub fn size(&self) -> io::Result<u64> {
+        Ok(std::fs::metadata(&self.path)?.len())
+    }
+
+    /// The whole file.
+    pub fn read_all(&self) -> io::Result<Bytes> {
+        std::fs::read(&self.path).map(Bytes::from)
+    }
+
+    /// The file opened for reading from byte `start` on, in order.
+    pub fn reader_at(&self, start: u64) -> io::Result<Box<dyn Read + Send>> {
+        let mut file = File::open(&self.path)?;
+        if start > 0 {
+            file.seek(SeekFrom::Start(start))?;
+        }
+        Ok(Box::new(file))
+    }
+
+    /// The file opened for positioned reads.
+    pub fn open(&self) -> io::Result<RandomReader> {
+        Ok(RandomReader {
+            file: File::open(&self.path)?,
+        })
+    }
+}
+
+/// An input opened for positioned reads.
+#[derive(Debug)]
+pub struct RandomReader {
+    file: File,
+}
+
+impl RandomReader {
+    /// Fills `buf` from byte `offset` of the file.
+    pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        std::os::unix::fs::FileExt::read_exact_at(&self.file, buf, offset)
+    }
+
+    /// The file's size.
+    pub fn size(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    /// The whole file as bytes when `access` maps, `None` when it reads.
+    pub fn map(&self, access: Access) -> io::Result<Option<Bytes>> {
+        access.map(&self.file)
+    }
+}
+
+/// Where a chunk starts in its file: its number, the number of its first
+/// record, and its byte offset (in the decompressed stream for compressed
+/// files; what offset 0 means is the format's: for Avro, "after the
+/// header"). A [`ChunkStream`] opened there reads the rest of the file
+/// exactly as a stream from the start would.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ChunkPos {
+    /// The chunk's number within its file.
+    pub index: u64,
+    /// The number, within its file, of its first record.
+    pub record: u64,
+    /// Its byte offset.
+    pub offset: u64,
+}
+
+/// Work a stream left for the thread that decodes a chunk, so that it runs
+/// on the parse threads, in parallel, and leaves the bytes in the cache of
+/// the thread that decodes them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Deferred {
+    /// The chunk's `data` is still compressed: [`Decoder::inflate`] gives
+    /// the records' bytes.
+    pub inflate: bool,
+    /// The records' checksums are still to be checked:
+    /// [`Decoder::verify`] checks those of the rows being decoded.
+    pub verify: bool,
+}
+
+impl Deferred {
+    /// Nothing left to do.
+    pub const NONE: Deferred = Deferred {
+        inflate: false,
+        verify: false,
+    };
+
+    /// Inflation left to do.
+    pub const INFLATE: Deferred = Deferred {
+        inflate: true,
+        verify: false,
+    };
+
+    /// Checksums left to check.
+    pub const VERIFY: Deferred = Deferred {
+        inflate: false,
+        verify: true,
+    };
+}
+
+/// The memory maps of the last [`Maps::KEEP`] files mapped, so that a file
+/// read again (the next epoch) is not mapped, faulted in page by page and
+/// unmapped once more: with the page cache warm, that costs about as much
+/// as copying the bytes.
+#[derive(Debug, Default)]
+pub struct Maps(Mutex<VecDeque<(Arc<str>, Bytes)>>);
+
+impl Maps {
+    /// How many maps are kept (each is one mapping of the process; the
+    /// kernel allows tens of thousands).
+    pub const KEEP: usize = 256;
+
+    /// The whole of `input` as bytes when `access` maps, `None` when it
+    /// reads.
+    pub fn map(&self, access: Access, input: &Input) -> io::Result<Option<Bytes>> {
+        if !access.is_mmap() {
+            return Ok(None);
+        }
+        let mut maps = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, map)) = maps.iter().find(|(n, _)| n == input.name()) {
+            return Ok(Some(map.clone()));
+        }
+        let map = input.open()?.map(access)?.unwrap_or_default();
+        if maps.len() == Self::KEEP {
+            maps.pop_front();
+        }
+        maps.push_back((input.name().clone(), map.clone()));
+        Ok(Some(map))
+    }
+}
+
+/// How the readers of the contract read: the loader's options, shared by
+/// every stream and reader it opens.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ReadOptions {
+    /// The target size of a stream's chunk, in (decompressed) bytes; a
+    /// format whose chunks are given by the file (Avro blocks) ignores it.
+    pub chunk_bytes: usize,
+    /// The limits on allocations sized by the input.
+    pub limits: Limits,
+    /// Whether checksums are verified (where the format has optional
+    /// ones).
+    pub check_crc: bool,
+    /// Read calls or memory maps.
+    pub access: Access,
+    /// The maps of mapped files, kept between opens.
+    pub maps: Arc<Maps>,
+    /// The buffers that stream chunks are read into and share; a buffer
+    /// comes back when the last chunk cut from it is dropped.
+    pub buffers: Arc<BufferPool>,
+    /// The chunks will be consumed out of order and kept a while (a
+    /// shuffle buffer): a format whose chunks share a read buffer many to
+    /// one copies them out instead, so that a few stragglers do not pin
+    /// whole buffers.
+    pub shuffled: bool,
+    /// Whether work that can wait (checksums) is left to the decoding
+    /// threads ([`Deferred`]). Read as each chunk is cut, so that the
+    /// loader can move the checks as its thread count changes.
+    pub defer_checks: Arc<AtomicBool>,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            chunk_bytes: 1 << 20,
+            limits: Limits::default(),
+            check_crc: true,
+            access: Access::read(),
+            maps: Arc::default(),
+            buffers: Arc::default(),
+            shuffled: false,
+            defer_checks: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
+impl ReadOptions {
+    /// Options with every field at its default: chunks of 1 MiB, default
+    /// limits, checksums checked on the reading thread, read calls.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The target chunk size. By default, 1 MiB.
+    pub fn with_chunk_bytes(mut self, bytes: usize) -> Self {
+        self.chunk_bytes = bytes;
+        self
+    }
+
+    /// The limits. By default, [`Limits::default`].
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Whether checksums are verified. By default, `true`.
+    pub fn with_check_crc(mut self, check: bool) -> Self {
+        self.check_crc = check;
+        self
+    }
+
+    /// Read calls or memory maps. By default, [`Access::read`].
+    pub fn with_access(mut self, access: Access) -> Self {
+        self.access = access;
+        self
+    }
+
+    /// Whether chunks are consumed out of order. By default, `false`.
+    pub fn with_shuffled(mut self, shuffled: bool) -> Self {
+        self.shuffled = shuffled;
+        self
+    }
+
+    /// Whether checksums are left to the decoding threads. By default,
+    /// `false`.
+    pub fn with_defer_checks(self, defer: bool) -> Self {
+        self.defer_checks.store(defer, Ordering::Relaxed);
+        self
+    }
+
+    /// The most a stream reads at once: the chunk size, within 64 KiB and
+    /// 16 MiB.
+    pub fn read_size(&self) -> usize {
+        self.chunk_bytes.clamp(64 << 10, 16 << 20)
+    }
+
+    /// Whether checksums read from now on are left to the decoding
+    /// threads (when checksums are checked at all).
+    pub fn defers_checks(&self) -> bool {
+        self.check_crc && self.defer_checks.load(Ordering::Relaxed)
+    }
+}
+
+/// One file read as chunks, from a chunk boundary on.
+pub trait ChunkStream: Send {
+    /// The next chunk and where the chunk after it starts; `None` at the
+    /// end of the file. After an error the stream must not be used again.
+    fn next_chunk(&mut self) -> Result<Option<(Chunk, ChunkPos)>, BoxError>;
+}
+
+/// One record read by number.
+#[derive(Clone, Debug)]
+pub struct Record {
+    /// The input it came from (its position in the inputs given).
+    pub input: usize,
+    /// Its number within the file.
+    pub record: u64,
+    /// Its number in the dataset (the inputs' records numbered one after
+    /// the other).
+    pub global: u64,
+    /// The record's bytes.
+    pub payload: Bytes,
+    /// A checksum of the payload still to be checked (by
+    /// [`Decoder::verify_record`]), when checks were deferred.
+    pub check: Option<u32>,
+}
+
+/// The records of one read, in the order asked for.
+#[derive(Clone, Debug, Default)]
+pub struct Gathered {
+    /// The records.
+    pub records: Vec<Record>,
+    /// The bytes read for them.
+    pub bytes: u64,
+}
+
+/// Records read by number from a list of inputs.
+pub trait ByNumber: Send {
+    /// The number of records of each input.
+    fn counts(&self) -> Vec<u64>;
+
+    /// Reads the records `wants` (input, record number within it), in that
+    /// order; neighbours are read together. With `defer_checks`, checksums
+    /// are left in [`Record::check`] for the decoding threads.
+    fn read(&self, wants: &[(usize, u64)], defer_checks: bool) -> Result<Gathered, BoxError>;
+}
+
+/// Whether records are read by number (exact shuffles, resuming anywhere
+/// without reading what came before) rather than as a stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RandomAccess {
+    /// When the format says it pays (see [`Format::random_access`]).
+    #[default]
+    Auto,
+    /// Streams.
+    Off,
+    /// By number, or an error for a format or file that cannot be.
+    Required,
+}
+
+/// A compiled decoder: built once from feature specs by
+/// [`Format::decoder`], then called many times, on several threads (one
+/// clone each).
+///
+/// A decoder never allocates per record on its hot path, writes only into
+/// the builder it is given, and reports bad data as an error naming the
+/// file, the record and the feature. A failed row leaves the builder with
+/// only whole rows in it (the rows before the failure).
+pub trait Decoder: Send + fmt::Debug {
+    /// A copy for another thread.
+    fn clone_box(&self) -> Box<dyn Decoder>;
+
+    /// The specs of the columns this decoder produces, in output order.
+    fn specs(&self) -> &[FeatureSpec];
+
+    /// A batch builder for this decoder's columns, with room for `rows`
+    /// rows in its dense columns.
+    fn new_batch(&self, rows: usize) -> BatchBuilder;
+
+    /// Decodes rows `rows` (positions within the chunk) of `chunk`,
+    /// appending them to `out` in order. Returns where the record after
+    /// the last decoded one starts in `chunk.data`, if the decoder knows.
+    ///
+    /// That serves chunks whose records are found by decoding
+    /// ([`RecordLayout::Sequential`](crate::RecordLayout::Sequential))
+    /// taken a few rows at a time (a loader sampling rows from many
+    /// buffered chunks): instead of skipping the rows already decoded again
+    /// on every call, the caller cuts them off (`data.slice(offset..)`,
+    /// `first_record` moved on and `record_count` reduced by the rows
+    /// decoded) and decodes the rest of the chunk from there.
+    ///
+    /// The chunk's [deferred](Chunk::deferred) work must have been done
+    /// first ([`inflate`](Self::inflate), [`verify`](Self::verify)).
+    fn decode_chunk(
+        &mut self,
+        chunk: &Chunk,
+        rows: Range<usize>,
+        out: &mut BatchBuilder,
+    ) -> Result<Option<usize>, BoxError>;
+
+    /// Decodes one record read by number (from `file`) into `out`. By
+    /// default, an error: the format reads no records by number.
+    fn decode_record(
+        &mut self,
+        file: &Arc<str>,
+        record: &Record,
+        out: &mut BatchBuilder,
+    ) -> Result<(), BoxError> {
+        let _ = (record, out);
+        Err(Box::new(crate::TensorError::Unsupported {
+            what: format!("{file}: this format reads no records by number"),
+        }))
+    }
+
+    /// The records' bytes of a chunk whose data is still compressed
+    /// ([`Deferred::inflate`]). By default, the data as it is.
+    fn inflate(&self, chunk: &Chunk, limits: &Limits) -> Result<Bytes, BoxError> {
+        let _ = limits;
+        Ok(chunk.data.clone())
+    }
+
+    /// Whether [`inflate_two`](Self::inflate_two) does `a` and `b` faster
+    /// together than one after the other. By default, `false`.
+    fn inflates_together(&self, a: &Chunk, b: &Chunk) -> bool {
+        let _ = (a, b);
+        false
+    }
+
+    /// Inflates two chunks. By default, one after the other.
+    fn inflate_two(&self, a: &Chunk, b: &Chunk, limits: &Limits) -> [Result<Bytes, BoxError>; 2] {
+        [self.inflate(a, limits), self.inflate(b, limits)]
+    }
+
+    /// Checks the checksums of rows `rows` of a chunk whose checks were
+    /// deferred ([`Deferred::verify`]). By default, nothing to check.
+    fn verify(&self, chunk: &Chunk, rows: Range<usize>) -> Result<(), BoxError> {
+        let _ = (chunk, rows);
+        Ok(())
+    }
+
+    /// Checks a record read by number whose check was deferred
+    /// ([`Record::check`]). By default, nothing to check.
+    fn verify_record(&self, file: &Arc<str>, record: &Record) -> Result<(), BoxError> {
+        let _ = (file, record);
+        Ok(())
+    }
+}
+
+impl Clone for Box<dyn Decoder> {
+    fn clone(&self) -> Self {
+        self.clone_box()
+    }
+}
+
+/// How strongly a file's name says it holds a format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum NameMatch {
+    /// The name says nothing of this format.
+    No,
+    /// The name is this format's usual name, without an extension
+    /// (OFRecord's `part-<digits>`): an extension of another format wins.
+    Name,
+    /// The name has this format's extension.
+    Extension,
+}
+
+/// One record as [`Records`] hands it out.
+#[derive(Clone, Debug)]
+pub struct RawRecord {
+    /// The file it is in.
+    pub file: Arc<str>,
+    /// Its number within the file.
+    pub record: u64,
+    /// Its number in the dataset (records numbered across the files of a
+    /// dataset that numbers them so: FFRecord, OFRecord; else as
+    /// `record`).
+    pub index: u64,
+    /// Its bytes (TFRecord: the payload; Avro: the datum; FFRecord: the
+    /// sample; OFRecord: the serialized record).
+    pub bytes: Bytes,
+}
+
+/// Options of a [`Records`] iterator.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct RecordOptions {
+    /// The read options (checksums, limits).
+    pub read: ReadOptions,
+    /// Decode records as `tf.SequenceExample`s (formats of tf.Example
+    /// records).
+    pub sequence: bool,
+}
+
+/// Records one by one, for tools (`grist cat --raw/--records`,
+/// `inspect`, `verify`): a format's records with their places, and a
+/// generic decoding of each into JSON.
+pub trait Records: Send {
+    /// The next record; `None` at the end.
+    fn next_record(&mut self) -> Result<Option<RawRecord>, BoxError>;
+
+    /// `record` decoded generically, in the corpus manifests' form for the
+    /// format (tf.Example: `{"features": {name: {"int64_list": [...]}}}`;
+    /// Avro: as fastavro reads it; OFRecord: `{"features": {name:
+    /// {"kind", "values"}}}`).
+    fn to_json(&self, record: &RawRecord) -> Result<serde_json::Value, BoxError>;
+}
+
+/// A record format: how its files are recognized, read and decoded.
+///
+/// Implemented by each format crate; held as `Arc<dyn Format>`.
+pub trait Format: Send + Sync + fmt::Debug {
+    /// The format's short name, as `--format` takes it (`"tfrecord"`).
+    fn id(&self) -> &'static str;
+
+    /// The format's name in messages (`"TFRecord"`).
+    fn name(&self) -> &'static str;
+
+    /// The file-name extensions that say this format, for messages
+    /// (`[".tfrecord", ...]`).
+    fn extensions(&self) -> &'static [&'static str];
+
+    /// How strongly the file name `name` (its last segment) says this
+    /// format.
+    fn name_match(&self, name: &str) -> NameMatch;
+
+    /// Whether a file that starts with `head` (its first bytes, up to 4
+    /// KiB; fewer when the file is shorter) and is `size` bytes long holds
+    /// this format, by its content.
+    fn sniff(&self, head: &[u8], size: u64) -> bool;
+
+    /// The files of a folder that make one dataset of this format, in the
+    /// dataset's order, chosen from `files` (the folder's files, sorted by
+    /// name; sidecar files already left out). By default, every file
+    /// whose name has this format's extension (or, when none has, every
+    /// file), in name order.
+    fn dataset(&self, dir: &str, files: Vec<Input>) -> Result<Vec<Input>, BoxError> {
+        let _ = dir;
+        let matching: Vec<Input> = files
+            .iter()
+            .filter(|f| self.name_match(f.file_name()) != NameMatch::No)
+            .cloned()
+            .collect();
+        Ok(if matching.is_empty() { files } else { matching })
+    }
+
+    /// A value of this format configured by `key` = `value` (FFRecord's
+    /// `payload`, ...), or an error naming what this format takes.
+    fn configure(&self, key: &str, value: &str) -> Result<Arc<dyn Format>, BoxError> {
+        Err(Box::new(crate::TensorError::Unsupported {
+            what: format!(
+                "{}: unknown option {key:?} (= {value:?}): this format takes none",
+                self.name()
+            ),
+        }))
+    }
+
+    /// The decoder of `spec` (refusing, by feature, what the format cannot
+    /// decode).
+    fn decoder(&self, spec: &SpecFile, limits: Limits) -> Result<Box<dyn Decoder>, BoxError>;
+
+    /// `input` read as chunks from `pos` on.
+    fn stream(
+        &self,
+        input: &Input,
+        pos: ChunkPos,
+        options: &ReadOptions,
+    ) -> Result<Box<dyn ChunkStream>, BoxError>;
+
+    /// Whether `inputs` are read by number under `mode`: `Auto` says
+    /// whether it pays (FFRecord: always; TFRecord: with index files;
+    /// OFRecord: when `shuffle`), `Off` is `false`, and `Required` is
+    /// `true` or an error naming the file that cannot be. Cheap: nothing
+    /// is read but what tells (an index file's existence).
+    fn random_access(
+        &self,
+        inputs: &[Input],
+        mode: RandomAccess,
+        shuffle: bool,
+    ) -> Result<bool, BoxError>;
+
+    /// `inputs` opened for reading by number (after
+    /// [`random_access`](Self::random_access) said yes).
+    fn by_number(
+        &self,
+        inputs: &[Input],
+        options: &ReadOptions,
+    ) -> Result<Box<dyn ByNumber>, BoxError>;
+
+    /// The records of `inputs`, one by one, in order.
+    fn records(
+        &self,
+        inputs: &[Input],
+        options: &RecordOptions,
+    ) -> Result<Box<dyn Records>, BoxError>;
+}
