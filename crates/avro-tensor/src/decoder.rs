@@ -7,8 +7,8 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use grist_tensor::{
-    Batch, BatchBuilder, Chunk, ColumnBuilder, DenseBuilder, FeatureSpec, Limits, Section,
-    SparseBuilder, Values, varint,
+    Batch, BatchBuilder, ColumnBuilder, DenseBuilder, FeatureSpec, Limits, Section, SparseBuilder,
+    Values, varint,
 };
 
 use crate::datum::{DatumError, Reader};
@@ -134,6 +134,11 @@ impl AvroDecoder {
         self.plans.insert(file, plan);
         self.last = None;
         Ok(())
+    }
+
+    /// Whether the writer schema of `file` is registered.
+    pub(crate) fn knows(&self, file: &Arc<str>) -> bool {
+        matches!(&self.last, Some((f, _)) if Arc::ptr_eq(f, file)) || self.plans.contains_key(file)
     }
 
     /// An empty batch builder for the specs' columns, with room for `rows`
@@ -828,56 +833,6 @@ fn index_count_mismatch(index: usize, indices: usize, values: usize) -> Fail {
 #[cold]
 fn index_out_of_range(index: usize, value: i64, size: i64) -> Fail {
     Fail::Feature(0, FeatureProblem::IndexOutOfRange { index, value, size })
-}
-
-impl grist_tensor::Decoder for AvroDecoder {
-    type Error = Error;
-
-    fn specs(&self) -> &[FeatureSpec] {
-        &self.specs
-    }
-
-    fn new_batch(&self, rows: usize) -> BatchBuilder {
-        AvroDecoder::new_batch(self, rows)
-    }
-
-    fn decode_chunk(
-        &mut self,
-        chunk: &Chunk,
-        rows: Range<usize>,
-        out: &mut BatchBuilder,
-    ) -> Result<()> {
-        self.decode_block(
-            &chunk.file,
-            chunk.index,
-            chunk.first_record,
-            &chunk.data,
-            chunk.record_count,
-            rows,
-            out,
-        )
-    }
-
-    /// Decodes as [`decode_chunk`](grist_tensor::Decoder::decode_chunk) does and returns
-    /// where the record after the last decoded one starts in the block's
-    /// data, so a loader can cut the decoded records off.
-    fn decode_chunk_to(
-        &mut self,
-        chunk: &Chunk,
-        rows: Range<usize>,
-        out: &mut BatchBuilder,
-    ) -> Result<Option<usize>> {
-        self.decode_block_to(
-            &chunk.file,
-            chunk.index,
-            chunk.first_record,
-            &chunk.data,
-            chunk.record_count,
-            rows,
-            out,
-        )
-        .map(Some)
-    }
 }
 
 #[cfg(test)]

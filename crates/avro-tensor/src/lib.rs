@@ -54,6 +54,8 @@
 #![deny(unsafe_code)]
 
 mod error;
+mod format;
+mod interim;
 
 // -- container: header, blocks, codecs, chunk source, writer --
 mod codec;
@@ -82,6 +84,7 @@ pub use container::{
 pub use decoder::AvroDecoder;
 pub use encode::{encode_batch, schema_for_specs};
 pub use error::{Error, FeatureProblem, Location, Result};
+pub use format::AvroFormat;
 pub use generic::{AvroValue, Datum, DatumReader, DatumSchema, datum_to_json};
-pub use source::AvroSource;
+pub use source::{AvroSource, AvroStream};
 pub use writer::{ContainerWriter, WriteSummary, WriterOptions};

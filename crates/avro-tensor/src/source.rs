@@ -1,16 +1,201 @@
-//! [`AvroSource`]: object container files as a [`RecordSource`] of one
-//! chunk per block.
+//! Object container files as chunks of one block each: [`AvroStream`],
+//! one file from any block boundary on, its blocks still compressed (the
+//! [`ChunkStream`] of the format contract), and [`AvroSource`], files one
+//! after the other, blocks inflated.
 
 use std::collections::VecDeque;
 use std::fmt;
 use std::fs::File;
+use std::io::{self, BufReader, Read};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use grist_tensor::{Chunk, RecordLayout, RecordSource};
+use grist_tensor::chunking::{FRAME_HEAD_ROOM, Window, fill_size};
+use grist_tensor::{
+    BoxError, Chunk, ChunkPos, ChunkStream, Deferred, Input, ReadOptions, RecordLayout,
+    RecordSource,
+};
 
-use crate::container::{Block, BlockReader, Header, ReaderOptions};
+use crate::codec::Codec;
+use crate::container::{Block, BlockDecoder, BlockReader, Decoded, Header, ReaderOptions};
 use crate::error::{Error, Result};
+
+/// Counts the bytes read, to know how long the header was.
+struct Counting<R> {
+    inner: R,
+    count: u64,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count += n as u64;
+        Ok(n)
+    }
+}
+
+/// An object container file as chunks, one per block, handed out still
+/// compressed ([`Deferred::inflate`]: the thread that decodes a block
+/// inflates it, with [`AvroDecoder`](crate::AvroDecoder)'s
+/// [`inflate`](grist_tensor::Decoder::inflate)). Each chunk carries the
+/// file's [`Header`] (as [`Chunk::header`]), which the decoder compiles its
+/// plan from.
+///
+/// Position 0 is the first block, after the header; any other position is
+/// a block's offset in the file. Blocks are read many to a read: they
+/// share the read buffer unless the options say the chunks are shuffled
+/// (then a few blocks drained late would pin whole buffers) and are
+/// copied out of one reused buffer instead.
+pub struct AvroStream {
+    name: Arc<str>,
+    input: Box<dyn Read + Send>,
+    header: Arc<Header>,
+    blocks: BlockDecoder,
+    window: Window,
+    eof: bool,
+    /// The number of the next block's first record.
+    record: u64,
+    read_size: usize,
+}
+
+impl fmt::Debug for AvroStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AvroStream")
+            .field("name", &self.name)
+            .field("block", &self.blocks.block_index())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AvroStream {
+    /// `input` read from block boundary `pos`.
+    pub fn open(input: &Input, pos: ChunkPos, options: &ReadOptions) -> Result<Self> {
+        let name = input.name().clone();
+        let io = |source| Error::Io {
+            file: name.clone(),
+            source,
+        };
+        let mut head = BufReader::with_capacity(
+            64 << 10,
+            Counting {
+                inner: input.reader_at(0).map_err(io)?,
+                count: 0,
+            },
+        );
+        let header = Header::read_from(&mut head, name.clone(), &options.limits)?;
+        header.codec.check_enabled(&name)?;
+        let header_len = head.get_ref().count - head.buffer().len() as u64;
+        let start = if pos.offset > 0 {
+            pos.offset
+        } else {
+            header_len
+        };
+        let (window, input): (Window, Box<dyn Read + Send>) =
+            match Window::mapped(options, input, start).map_err(io)? {
+                Some(w) => (w, Box::new(io::empty())),
+                None if start == header_len => {
+                    // Go on from the header: what was read past it first.
+                    let rest = head.buffer().to_vec();
+                    let inner = head.into_inner().inner;
+                    (
+                        Window::copying(),
+                        Box::new(io::Cursor::new(rest).chain(inner)),
+                    )
+                }
+                None => (Window::copying(), input.reader_at(start).map_err(io)?),
+            };
+        let window = if options.shuffled {
+            window
+        } else {
+            window.sharing(options, options.read_size() + FRAME_HEAD_ROOM)
+        };
+        Ok(AvroStream {
+            blocks: BlockDecoder::new(name.clone(), header.sync)
+                .with_limits(options.limits)
+                .with_position(pos.index, start),
+            name,
+            input,
+            header: Arc::new(header),
+            window,
+            eof: false,
+            record: pos.record,
+            read_size: options.read_size(),
+        })
+    }
+
+    /// The file's header.
+    pub fn header(&self) -> &Arc<Header> {
+        &self.header
+    }
+
+    /// The next block, still compressed, and where the one after it
+    /// starts; `None` at the end of the file.
+    pub fn next(&mut self) -> Result<Option<(Chunk, ChunkPos)>> {
+        loop {
+            let offset = self.blocks.offset();
+            match self.blocks.decode(self.window.data())? {
+                Decoded::Complete { value: raw, len } => {
+                    let frame = self.window.take(len);
+                    let data = frame.slice(raw.data.clone());
+                    let first_record = self.record;
+                    self.record = self.record.saturating_add(raw.record_count);
+                    let compressed = self.header.codec != Codec::Null;
+                    let header: grist_tensor::FileHeader = self.header.clone();
+                    let chunk = Chunk {
+                        file: self.name.clone(),
+                        index: raw.index,
+                        first_record,
+                        // A count beyond the address space cannot be
+                        // decoded anyway: the decoder reports the block
+                        // running out of data.
+                        record_count: usize::try_from(raw.record_count).unwrap_or(usize::MAX),
+                        stored_bytes: len as u64,
+                        compressed,
+                        data,
+                        layout: RecordLayout::Sequential,
+                        offset,
+                        deferred: if compressed {
+                            Deferred::INFLATE
+                        } else {
+                            Deferred::NONE
+                        },
+                        header: Some(header),
+                    };
+                    let next = ChunkPos {
+                        index: self.blocks.block_index(),
+                        record: self.record,
+                        offset: self.blocks.offset(),
+                    };
+                    return Ok(Some((chunk, next)));
+                }
+                Decoded::Incomplete { needed } => {
+                    if self.eof {
+                        self.blocks.finish(self.window.data())?;
+                        return Ok(None);
+                    }
+                    // The size asked for was checked against the limits;
+                    // the buffer still grows only as bytes arrive. Reads
+                    // fill a read buffer (the rest of a longer block).
+                    let there = self.window.data().len();
+                    let missing = needed.saturating_sub(there as u64);
+                    let size = fill_size(there, self.read_size, missing, self.read_size);
+                    self.window
+                        .fill(&mut self.input, size, &mut self.eof)
+                        .map_err(|source| Error::Io {
+                            file: self.name.clone(),
+                            source,
+                        })?;
+                }
+            }
+        }
+    }
+}
+
+impl ChunkStream for AvroStream {
+    fn next_chunk(&mut self) -> Result<Option<(Chunk, ChunkPos)>, BoxError> {
+        Ok(self.next()?)
+    }
+}
 
 /// Reads object container files, one after the other, as [`Chunk`]s: one
 /// per block, [`RecordLayout::Sequential`], with the decompressed records
@@ -114,7 +299,7 @@ impl AvroSource {
             match reader.next_block() {
                 Ok(Some(block)) => {
                     let header = reader.header().clone();
-                    let chunk = chunk(block, reader.name().clone());
+                    let chunk = chunk(block, reader.name().clone(), &header);
                     self.header = Some(header.clone());
                     return Ok(Some((chunk, header)));
                 }
@@ -131,7 +316,8 @@ impl AvroSource {
 }
 
 /// A block as a chunk.
-fn chunk(block: Block, file: Arc<str>) -> Chunk {
+fn chunk(block: Block, file: Arc<str>, header: &Arc<Header>) -> Chunk {
+    let file_header: grist_tensor::FileHeader = header.clone();
     Chunk {
         file,
         index: block.index,
@@ -143,6 +329,9 @@ fn chunk(block: Block, file: Arc<str>) -> Chunk {
         compressed: block.compressed,
         data: block.data,
         layout: RecordLayout::Sequential,
+        offset: block.offset,
+        deferred: Deferred::NONE,
+        header: Some(file_header),
     }
 }
 

@@ -1,13 +1,12 @@
 //! Payload decoders: FFRecord samples are opaque bytes; these turn them
 //! into batch rows.
 
-use std::ops::Range;
 use std::sync::Arc;
 
 use grist_ofrecord::OfRecordDecoder;
 use grist_tensor::{
-    Batch, BatchBuilder, Chunk, ColumnBuilder, DType, DenseBuilder, FeatureSpec, Section,
-    TensorError, Values,
+    Batch, BatchBuilder, ColumnBuilder, DType, DenseBuilder, FeatureSpec, Section, TensorError,
+    Values,
 };
 use grist_tfrecord::{ExampleDecoder, Location};
 
@@ -198,39 +197,6 @@ fn example_error(e: grist_tfrecord::Error, index: Option<u64>) -> Error {
     Error::Example {
         index,
         source: Box::new(e),
-    }
-}
-
-impl grist_tensor::Decoder for PayloadDecoder {
-    type Error = Error;
-
-    fn specs(&self) -> &[FeatureSpec] {
-        PayloadDecoder::specs(self)
-    }
-
-    fn new_batch(&self, rows: usize) -> BatchBuilder {
-        PayloadDecoder::new_batch(self, rows)
-    }
-
-    /// Decodes rows of a chunk from an [`FfrSource`](crate::FfrSource);
-    /// errors name the file and the sample's number within it.
-    fn decode_chunk(
-        &mut self,
-        chunk: &Chunk,
-        rows: Range<usize>,
-        out: &mut BatchBuilder,
-    ) -> Result<()> {
-        for i in rows {
-            let sample = chunk.first_record.saturating_add(i as u64);
-            let Some(payload) = chunk.record(i) else {
-                return Err(Error::IndexOutOfRange {
-                    index: sample,
-                    count: chunk.first_record.saturating_add(chunk.record_count as u64),
-                });
-            };
-            self.decode(payload, &chunk.file, sample, None, out)?;
-        }
-        Ok(())
     }
 }
 

@@ -5,7 +5,7 @@ use std::fmt;
 use std::io;
 use std::sync::Arc;
 
-use grist_tensor::{Chunk, RecordLayout, RecordSource};
+use grist_tensor::{Chunk, Deferred, RecordLayout, RecordSource};
 
 use crate::error::{Error, Result, SampleAt};
 use crate::header::check_sample;
@@ -71,6 +71,15 @@ impl FfrSource {
     /// own). By default, 4 MiB.
     pub fn with_chunk_bytes(mut self, bytes: usize) -> Self {
         self.chunk_bytes = bytes.max(1) as u64;
+        self
+    }
+
+    /// This source started at sample `sample` (within the dataset's first
+    /// file) as chunk number `chunk_index`: the rest of a stream whose
+    /// chunks before were read already.
+    pub fn starting_at(mut self, sample: u64, chunk_index: u64) -> Self {
+        self.next = sample;
+        self.chunk_index = chunk_index;
         self
     }
 
@@ -151,6 +160,9 @@ impl FfrSource {
             compressed: false,
             data: data.slice(..stored_bytes as usize),
             layout: RecordLayout::Spans(spans),
+            offset: start,
+            deferred: Deferred::NONE,
+            header: None,
         };
         self.chunk_index += 1;
         self.next = good as u64;

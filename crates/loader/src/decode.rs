@@ -1,168 +1,27 @@
-//! The per-format glue (one decoder type for the four formats) and the
-//! parallel decoding of one batch: the loader's thread decodes the head of
-//! the batch straight into it, then it and the parse threads take the
-//! other rows in units, each into a builder of its own, joined in order.
+//! The parallel decoding of one batch: the loader's thread decodes the
+//! head of the batch straight into it, then it and the parse threads take
+//! the other rows in units, each into a builder of its own, joined in
+//! order. A chunk's deferred work (inflating, checking) is done by the
+//! thread that decodes it, through the format's decoder.
 
-use std::ops::Range;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::Bytes;
-use grist_avro_tensor::{AvroDecoder, Codec};
-use grist_ffrecord::PayloadDecoder;
-use grist_ofrecord::OfRecordDecoder;
-use grist_tensor::{BatchBuilder, Chunk, Decoder as _, Limits, RecordLayout, SpecFile};
-use grist_tfrecord::ExampleDecoder;
+use grist_tensor::{BatchBuilder, Chunk, Decoder, Input, Limits, Record, RecordLayout};
 
 use crate::autotune::{PartTiming, Piece, Plan, Shares, WorkItem};
 use crate::error::{Error, Result};
-use crate::files::{Format, Input};
-use crate::gather::Record;
-use crate::options::FfrPayload;
 use crate::producer::panic_message;
-
-/// The decoder of the loader's format.
-#[derive(Clone, Debug)]
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum AnyDecoder {
-    Tfrecord(ExampleDecoder),
-    Avro(AvroDecoder),
-    Ffrecord(PayloadDecoder),
-    Ofrecord(OfRecordDecoder),
-}
-
-impl AnyDecoder {
-    /// The decoder of `spec` for `format` (refusing, by feature, what the
-    /// format cannot decode).
-    pub(crate) fn new(
-        format: Format,
-        spec: &SpecFile,
-        payload: FfrPayload,
-        limits: Limits,
-    ) -> Result<Self> {
-        let no_sequence = |format: Format| {
-            if spec.sequence {
-                Err(Error::Unsupported {
-                    format: format.name(),
-                    what: "context/sequence features are for tf.SequenceExample records".into(),
-                })
-            } else {
-                Ok(())
-            }
-        };
-        Ok(match format {
-            Format::Tfrecord => {
-                AnyDecoder::Tfrecord(ExampleDecoder::from_spec_file(spec)?.with_limits(limits))
-            }
-            Format::Avro => {
-                no_sequence(format)?;
-                AnyDecoder::Avro(AvroDecoder::new(&spec.features)?.with_limits(limits))
-            }
-            Format::Ffrecord => AnyDecoder::Ffrecord(match payload {
-                FfrPayload::Example => PayloadDecoder::Example(
-                    ExampleDecoder::from_spec_file(spec)?.with_limits(limits),
-                ),
-                FfrPayload::OfRecord => {
-                    no_sequence(format)?;
-                    PayloadDecoder::OfRecord(
-                        OfRecordDecoder::new(&spec.features)?.with_limits(limits),
-                    )
-                }
-                FfrPayload::Raw => {
-                    no_sequence(format)?;
-                    match &spec.features[..] {
-                        [one] => PayloadDecoder::raw(one)?,
-                        other => {
-                            return Err(Error::Unsupported {
-                                format: format.name(),
-                                what: format!(
-                                    "a raw tensor sample decodes into one dense feature, \
-                                     not {}",
-                                    other.len()
-                                ),
-                            });
-                        }
-                    }
-                }
-            }),
-            Format::Ofrecord => {
-                no_sequence(format)?;
-                AnyDecoder::Ofrecord(OfRecordDecoder::new(&spec.features)?.with_limits(limits))
-            }
-        })
-    }
-
-    /// An empty builder for `rows` rows.
-    pub(crate) fn new_batch(&self, rows: usize) -> BatchBuilder {
-        match self {
-            AnyDecoder::Tfrecord(d) => d.new_batch(rows),
-            AnyDecoder::Avro(d) => d.new_batch(rows),
-            AnyDecoder::Ffrecord(d) => d.new_batch(rows),
-            AnyDecoder::Ofrecord(d) => d.new_batch(rows),
-        }
-    }
-
-    /// Registers an Avro file's writer schema.
-    pub(crate) fn add_schema(&mut self, file: &Arc<str>, schema_json: &str) -> Result<()> {
-        if let AnyDecoder::Avro(d) = self {
-            d.add_schema(file.clone(), schema_json)?;
-        }
-        Ok(())
-    }
-
-    fn decode_chunk(
-        &mut self,
-        chunk: &Chunk,
-        rows: Range<usize>,
-        out: &mut BatchBuilder,
-    ) -> Result<Option<usize>> {
-        Ok(match self {
-            AnyDecoder::Tfrecord(d) => d.decode_chunk_to(chunk, rows, out)?,
-            AnyDecoder::Avro(d) => d.decode_chunk_to(chunk, rows, out)?,
-            AnyDecoder::Ffrecord(d) => d.decode_chunk_to(chunk, rows, out)?,
-            AnyDecoder::Ofrecord(d) => d.decode_chunk_to(chunk, rows, out)?,
-        })
-    }
-
-    fn decode_record(&mut self, name: &Arc<str>, r: &Record, out: &mut BatchBuilder) -> Result<()> {
-        match self {
-            AnyDecoder::Tfrecord(d) => d.decode(
-                &r.payload,
-                &grist_tfrecord::Location::new(name.clone(), r.record),
-                out,
-            )?,
-            AnyDecoder::Ofrecord(d) => d.decode(
-                &r.payload,
-                &grist_ofrecord::Location::new(name.clone(), r.record),
-                out,
-            )?,
-            AnyDecoder::Ffrecord(d) => d.decode(&r.payload, name, r.record, Some(r.global), out)?,
-            AnyDecoder::Avro(_) => {
-                return Err(Error::Unsupported {
-                    format: Format::Avro.name(),
-                    what: "Avro records cannot be read by number".into(),
-                });
-            }
-        }
-        Ok(())
-    }
-}
 
 /// Where the rows of one work item come from.
 #[derive(Debug)]
 pub(crate) enum Source<'a> {
-    /// Rows of a buffered chunk, from row `first` of its data on; `inflate`
-    /// when its data is still compressed; `crc_at` when the data CRCs of
-    /// its TFRecord frames are still to be checked, with the stream offset
-    /// of its first byte.
-    Chunk {
-        chunk: &'a Chunk,
-        first: usize,
-        inflate: Option<Codec>,
-        crc_at: Option<u64>,
-    },
+    /// Rows of a buffered chunk, from row `first` of its data on (its
+    /// deferred work, if any, still to do).
+    Chunk { chunk: &'a Chunk, first: usize },
     /// Records read by number.
     Records(&'a [Record]),
 }
@@ -282,7 +141,7 @@ impl Drop for ParsePool {
 /// empty (with its memory) when appended to `out`.
 pub(crate) fn decode_batch(
     pool: Option<&rayon::ThreadPool>,
-    decoders: &mut [AnyDecoder],
+    decoders: &mut [Box<dyn Decoder>],
     parts: &mut Vec<BatchBuilder>,
     ctx: &Ctx<'_>,
     plan: &Plan,
@@ -421,7 +280,7 @@ struct Shared<'s, 'a, 'b> {
 impl Shared<'_, '_, '_> {
     /// Takes units in order until there are none left, decoding each into
     /// its cell; returns `timing` with this thread's units added.
-    fn take_units(&self, decoder: &mut AnyDecoder, mut timing: PartTiming) -> PartTiming {
+    fn take_units(&self, decoder: &mut Box<dyn Decoder>, mut timing: PartTiming) -> PartTiming {
         loop {
             let i = self.next.fetch_add(1, Ordering::Relaxed);
             let (Some(unit), Some(cell)) = (self.units.get(i), self.cells.get(i)) else {
@@ -451,34 +310,6 @@ fn guarded<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
     })
 }
 
-/// Checks the data CRCs of the TFRecord frames of `rows` of `chunk` (whose
-/// first byte is at stream offset `at`), as the frame decoder would have:
-/// a mismatch is TensorFlow's `corrupted record at <payload offset>`.
-fn check_data_crcs(
-    chunk: &Chunk,
-    spans: &[Range<usize>],
-    rows: Range<usize>,
-    at: u64,
-) -> Result<()> {
-    for row in rows {
-        let Some(span) = spans.get(row) else {
-            // Not a row of the chunk: the decoder reports it.
-            return Ok(());
-        };
-        if !grist_tfrecord::data_crc_matches(&chunk.data, span.clone()) {
-            return Err(grist_tfrecord::Error::CorruptData {
-                at: grist_tfrecord::Location::new(
-                    chunk.file.clone(),
-                    chunk.first_record.saturating_add(row as u64),
-                ),
-                offset: at + span.start as u64,
-            }
-            .into());
-        }
-    }
-    Ok(())
-}
-
 /// The longest piece [`short_piece_bytes`] gives: longer runs of records
 /// are read as a stream, which the hardware fetches ahead on its own.
 const PREFETCH_PIECE_MAX: usize = 32 << 10;
@@ -491,15 +322,12 @@ const PREFETCH_PIECE_MAX: usize = 32 << 10;
 /// memory at every piece's first bytes. `None` for compressed chunks,
 /// records read by number (prefetched record by record) and long pieces.
 fn short_piece_bytes<'a>(ctx: &Ctx<'a>, piece: &Piece) -> Option<&'a [u8]> {
-    let Source::Chunk {
-        chunk,
-        first,
-        inflate: None,
-        ..
-    } = &ctx.work[piece.item].source
-    else {
+    let Source::Chunk { chunk, first } = &ctx.work[piece.item].source else {
         return None;
     };
+    if chunk.deferred.inflate {
+        return None;
+    }
     let rows = first + piece.rows.start as usize..first + piece.rows.end as usize;
     let range = match &chunk.layout {
         RecordLayout::Spans(spans) => {
@@ -517,55 +345,46 @@ fn short_piece_bytes<'a>(ctx: &Ctx<'a>, piece: &Piece) -> Option<&'a [u8]> {
     (bytes.len() <= PREFETCH_PIECE_MAX).then_some(bytes)
 }
 
-/// The compressed chunk of piece `k` of `part`, inflated. A deflate block
-/// is inflated together with the next compressed piece's of the part
-/// ([`Codec::decompress_two_bytes`]: two streams in one loop, about 1.5x
-/// one after the other), whose result (data or error) waits in `ahead`
-/// until its turn. A shuffled batch takes a few rows of hundreds of
-/// blocks, mostly inflated by earlier batches, so the next block to
-/// inflate may be many pieces on; the searches never overlap (the one
-/// from `k` stops at its partner, which searches no further), so a part
-/// costs one pass over its pieces.
+/// The compressed chunk of piece `k` of `part`, inflated. When the format
+/// inflates two chunks faster together (Avro deflate blocks: two streams
+/// in one loop), it is inflated together with the next compressed piece's
+/// chunk of the part that it pairs with, whose result (data or error)
+/// waits in `ahead` until its turn. A shuffled batch takes a few rows of
+/// hundreds of blocks, mostly inflated by earlier batches, so the next
+/// block to inflate may be many pieces on; the searches never overlap (the
+/// one from `k` stops at its partner, which searches no further), so a
+/// part costs one pass over its pieces.
 fn inflate_piece(
+    decoder: &dyn Decoder,
     ctx: &Ctx<'_>,
     part: &[Piece],
     k: usize,
     chunk: &Chunk,
-    codec: Codec,
     ahead: &mut Option<(usize, Result<Bytes>)>,
 ) -> Result<Bytes> {
     if let Some((_, data)) = ahead.take_if(|(j, _)| *j == k) {
         return data;
     }
-    let at = grist_avro_tensor::Location::block(chunk.file.clone(), chunk.index);
-    let next = if codec == Codec::Deflate {
-        part.iter()
-            .enumerate()
-            .skip(k + 1)
-            .find_map(|(j, p)| match &ctx.work[p.item].source {
-                Source::Chunk {
-                    chunk,
-                    inflate: Some(c),
-                    ..
-                } if *c == codec => Some((j, *chunk)),
-                _ => None,
-            })
-    } else {
-        None
-    };
+    let next = part
+        .iter()
+        .enumerate()
+        .skip(k + 1)
+        .find_map(|(j, p)| match &ctx.work[p.item].source {
+            Source::Chunk { chunk: other, .. } if other.deferred.inflate => Some((j, *other)),
+            _ => None,
+        })
+        .filter(|(_, other)| decoder.inflates_together(chunk, other));
     let Some((j, other)) = next else {
-        return Ok(codec.decompress_bytes(&chunk.data, 0, ctx.limits, &at)?);
+        return Ok(decoder.inflate(chunk, ctx.limits)?);
     };
-    let other_at = grist_avro_tensor::Location::block(other.file.clone(), other.index);
-    let [data, later] =
-        codec.decompress_two_bytes([&chunk.data, &other.data], 0, ctx.limits, [&at, &other_at]);
+    let [data, later] = decoder.inflate_two(chunk, other, ctx.limits);
     *ahead = Some((j, later.map_err(Error::from)));
     Ok(data?)
 }
 
 /// Decodes one part's pieces into `out`, in order.
 fn decode_part(
-    decoder: &mut AnyDecoder,
+    decoder: &mut Box<dyn Decoder>,
     ctx: &Ctx<'_>,
     part: &[Piece],
     out: &mut BatchBuilder,
@@ -587,35 +406,27 @@ fn decode_part(
         let rows = piece.rows.start as usize..piece.rows.end as usize;
         timing.records += (rows.end - rows.start) as u64;
         match &work.source {
-            Source::Chunk {
-                chunk,
-                first,
-                inflate,
-                crc_at,
-            } => {
+            Source::Chunk { chunk, first } => {
                 let rows = first + rows.start..first + rows.end;
-                if let (Some(at), RecordLayout::Spans(spans)) = (crc_at, &chunk.layout) {
-                    check_data_crcs(chunk, spans, rows.clone(), *at)?;
+                if chunk.deferred.verify {
+                    decoder.verify(chunk, rows.clone())?;
                 }
                 let mut out_piece = PieceOut {
                     item: piece.item,
                     ..PieceOut::default()
                 };
-                out_piece.end = match inflate {
-                    Some(codec) => {
-                        // Into a pooled buffer, back to its pool when the
-                        // last row of the block has been decoded; sized
-                        // by the last block's compression ratio.
-                        let data = inflate_piece(ctx, part, k, chunk, *codec, &mut ahead)?;
-                        timing.inflate_bytes += chunk.data.len() as u64;
-                        let inflated = Chunk {
-                            data: data.clone(),
-                            ..(*chunk).clone()
-                        };
-                        out_piece.inflated = Some(data);
-                        decoder.decode_chunk(&inflated, rows, out)?
-                    }
-                    None => decoder.decode_chunk(chunk, rows, out)?,
+                out_piece.end = if chunk.deferred.inflate {
+                    // Into a pooled buffer, back to its pool when the last
+                    // row of the block has been decoded.
+                    let data = inflate_piece(&**decoder, ctx, part, k, chunk, &mut ahead)?;
+                    timing.inflate_bytes += chunk.data.len() as u64;
+                    let mut inflated = (*chunk).clone();
+                    inflated.data = data.clone();
+                    inflated.deferred.inflate = false;
+                    out_piece.inflated = Some(data);
+                    decoder.decode_chunk(&inflated, rows, out)?
+                } else {
+                    decoder.decode_chunk(chunk, rows, out)?
                 };
                 pieces.push(out_piece);
             }
@@ -626,10 +437,11 @@ fn decode_part(
                     // before them are checked and parsed, not one by one
                     // as the work reaches them.
                     grist_tensor::prefetch_ahead(k, |i| records.get(i).map(|r| &r.payload[..]));
-                    if let Some((at, stored)) = &r.crc {
-                        grist_ffrecord::check_sample(&r.payload, *stored, || at.clone())?;
+                    let file = ctx.inputs[r.input].name();
+                    if r.check.is_some() {
+                        decoder.verify_record(file, r)?;
                     }
-                    decoder.decode_record(&ctx.inputs[r.input].name, r, out)?;
+                    decoder.decode_record(file, r, out)?;
                 }
             }
         }

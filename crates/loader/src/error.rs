@@ -1,43 +1,33 @@
 //! The loader's error type.
 
-use std::io;
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use grist_tensor::TensorError;
+use grist_tensor::{BoxError, ErrorKind, FormatError, Location, RegistryError, TensorError};
 
 /// What went wrong while loading.
 ///
-/// Errors about the data come from the format crates and already name the
-/// file, the record (or block, sample) and the feature; the loader passes
-/// them on unchanged (boxed, so that a `Result` of this error stays small:
-/// under clippy's `result_large_err` threshold in the caller's code).
-/// After an error the loader yields nothing more.
+/// Errors about the data come from the formats and already name the file,
+/// the record (or block, sample) and the feature; the loader passes them
+/// on unchanged, and [`location`](Self::location) answers for all of them
+/// the same way. After an error the loader yields nothing more.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     // -- bad data (and spec errors found by the format decoders) --
-    /// A TFRecord file (framing, CRC, compression, tf.Example parse).
+    /// A format's error: framing, checksums, compression, records that do
+    /// not fit the specs, specs the format cannot honour, reading a file.
+    /// Downcast it (`e.downcast_ref::<grist_tfrecord::Error>()`) for the
+    /// format's own variants.
     #[error(transparent)]
-    Tfrecord(Box<grist_tfrecord::Error>),
-    /// An Avro object container file (header, blocks, codec, datums).
-    #[error(transparent)]
-    Avro(Box<grist_avro_tensor::Error>),
-    /// An FFRecord file (header, sample checksums, payloads).
-    #[error(transparent)]
-    Ffrecord(Box<grist_ffrecord::Error>),
-    /// An OFRecord part file (framing, record parse).
-    #[error(transparent)]
-    Ofrecord(Box<grist_ofrecord::Error>),
+    Format(BoxError),
     /// A batch could not be finished (a ragged feature's partitions do not
     /// fit, or padding would exceed the limits).
-    #[error("{file}: the batch starting at record {record}: {source}")]
+    #[error("{at}: the batch starting here")]
     Batch {
-        /// The file of the batch's first record.
-        file: Arc<str>,
-        /// The number, within that file, of the batch's first record.
-        record: u64,
+        /// The batch's first record.
+        at: Location,
         /// What was wrong.
+        #[source]
         source: TensorError,
     },
 
@@ -50,41 +40,10 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
-    /// A source path or pattern that matches no file.
-    #[error("{pattern}: no input files")]
-    NoFiles {
-        /// The path, folder or glob pattern.
-        pattern: String,
-    },
-    /// A glob pattern that does not parse.
-    #[error("bad glob pattern {pattern:?}: {reason}")]
-    BadPattern {
-        /// The pattern.
-        pattern: String,
-        /// Why it does not parse.
-        reason: String,
-    },
-    /// A file whose format the name does not tell.
-    #[error(
-        "{file}: cannot tell the record format from the name (.tfrecord, .avro, .ffr, part-N); \
-         set it with with_format"
-    )]
-    UnknownFormat {
-        /// The file.
-        file: PathBuf,
-    },
-    /// Files of different formats in one loader.
-    #[error("{first} is {first_format} but {other} is {other_format}: one loader reads one format")]
-    MixedFormats {
-        /// The first file.
-        first: PathBuf,
-        /// Its format.
-        first_format: &'static str,
-        /// A file of another format.
-        other: PathBuf,
-        /// That file's format.
-        other_format: &'static str,
-    },
+    /// Sources that could not be listed, or whose format could not be
+    /// told (see [`RegistryError`]).
+    #[error(transparent)]
+    Sources(#[from] RegistryError),
     /// A saved state that does not belong to a loader built with these
     /// arguments.
     #[error("the saved loader state does not fit this loader: {reason}")]
@@ -93,46 +52,15 @@ pub enum Error {
         reason: String,
     },
 
-    // -- unsupported --
-    /// A combination of format and options the loader cannot honour.
-    #[error("{format}: {what}")]
-    Unsupported {
-        /// The format's name.
-        format: &'static str,
-        /// What is not supported.
-        what: String,
-    },
-
     // -- I/O --
-    /// Reading a file or folder failed.
-    #[error("{file}: {source}")]
+    /// Reading a spec file or starting a thread failed.
+    #[error("{file}")]
     Io {
-        /// The file or folder.
+        /// The file (or thread).
         file: Arc<str>,
-        /// The I/O error.
-        source: io::Error,
-    },
-
-    /// Reading (or decompressing) a file failed at a record.
-    #[error("{file}: reading record {record}: {source}")]
-    Read {
-        /// The file.
-        file: Arc<str>,
-        /// The number, within the file, of the record being read.
-        record: u64,
-        /// The I/O (or decompression) error.
-        source: io::Error,
-    },
-    /// An index (a TFRecord `.idx` file, or the index of an OFRecord part
-    /// built on first read) that does not match its file.
-    #[error("{file}: record {record}: {reason}")]
-    BadIndex {
-        /// The data file.
-        file: Arc<str>,
-        /// The record the index entry is for.
-        record: u64,
-        /// What does not match.
-        reason: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
     },
 
     // -- bugs --
@@ -150,7 +78,7 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    pub(crate) fn io(file: &Arc<str>, source: io::Error) -> Self {
+    pub(crate) fn io(file: &Arc<str>, source: std::io::Error) -> Self {
         Error::Io {
             file: file.clone(),
             source,
@@ -163,22 +91,52 @@ impl Error {
             reason: reason.into(),
         }
     }
-}
 
-/// `From` a format crate's error: boxed into its variant.
-macro_rules! from_boxed {
-    ($($variant:ident: $error:ty),* $(,)?) => {$(
-        impl From<$error> for Error {
-            fn from(e: $error) -> Self {
-                Error::$variant(Box::new(e))
-            }
+    /// Where the error happened (file, block, record, byte, feature), for
+    /// errors about the data, whatever the format.
+    pub fn location(&self) -> Option<&Location> {
+        match self {
+            Error::Format(e) => e.location(),
+            Error::Sources(e) => e.location(),
+            Error::Batch { at, .. } => Some(at),
+            _ => None,
         }
-    )*};
+    }
+
+    /// The format's error, when it is one of type `E`.
+    pub fn downcast_ref<E: FormatError>(&self) -> Option<&E> {
+        match self {
+            Error::Format(e) => e.downcast_ref::<E>(),
+            _ => None,
+        }
+    }
 }
 
-from_boxed!(
-    Tfrecord: grist_tfrecord::Error,
-    Avro: grist_avro_tensor::Error,
-    Ffrecord: grist_ffrecord::Error,
-    Ofrecord: grist_ofrecord::Error,
-);
+impl FormatError for Error {
+    fn location(&self) -> Option<&Location> {
+        Error::location(self)
+    }
+
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Format(e) => e.kind(),
+            Error::Sources(e) => e.kind(),
+            Error::Batch { source, .. } => source.kind(),
+            Error::BadOption { .. } | Error::StateMismatch { .. } => ErrorKind::Argument,
+            Error::Io { .. } => ErrorKind::Io,
+            Error::ThreadPanicked { .. } => ErrorKind::Unsupported,
+        }
+    }
+}
+
+impl From<BoxError> for Error {
+    fn from(e: BoxError) -> Self {
+        Error::Format(e)
+    }
+}
+
+impl From<TensorError> for Error {
+    fn from(e: TensorError) -> Self {
+        Error::Format(Box::new(e))
+    }
+}

@@ -82,8 +82,6 @@
 pub mod autotune;
 mod decode;
 mod error;
-mod files;
-mod gather;
 mod loader;
 mod options;
 mod prefetch;
@@ -95,10 +93,12 @@ mod stats;
 mod stream;
 
 pub use error::{Error, Result};
-pub use files::Format;
 /// How file bytes are fetched (see [`LoaderBuilder::with_access`]).
 pub use grist_tensor::Access;
+/// Whether records are read by number (see
+/// [`LoaderBuilder::with_random_access`]).
+pub use grist_tensor::RandomAccess;
 pub use loader::{Loader, LoaderBuilder, MAX_THREADS};
-pub use options::{Epochs, FfrPayload, RandomAccess, ShardMode, Threads};
+pub use options::{Epochs, ShardMode, Threads};
 pub use state::LoaderState;
 pub use stats::Stats;

@@ -2,34 +2,34 @@
 //! (or read batches) from the prefetch thread, samples the batch's rows,
 //! plans and runs the parallel parse, and keeps the state.
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use grist_avro_tensor::Codec;
-use grist_tensor::{Access, Batch, Chunk, FeatureSpec, Limits, RecordLayout, SpecFile};
+use grist_tensor::{
+    Access, Batch, Chunk, ChunkPos, Decoder, FeatureSpec, Format, Gathered, Limits, Location,
+    RandomAccess, ReadOptions, RecordLayout, Registry, SpecFile,
+};
 
 use crate::autotune::{self, Calibrator, CostModel, Plan, WorkItem};
-use crate::decode::{AnyDecoder, Ctx, ParsePool, Source, Work, decode_batch};
+use crate::decode::{Ctx, ParsePool, Source, Work, decode_batch};
 use crate::error::{Error, Result};
-use crate::files::{self, Format};
-use crate::gather::Gathered;
-use crate::options::{Config, Epochs, FfrPayload, RandomAccess, ReadOptions, ShardMode, Threads};
+use crate::options::{Config, Epochs, ShardMode, Threads};
 use crate::producer::{Item, Running, Start, StreamChunk};
 use crate::rng::{self, Purpose};
 use crate::sample::block_sample;
 use crate::state::{BufferedState, LoaderState, Resume, STATE_VERSION};
 use crate::stats::Stats;
-use crate::stream::{ChunkPos, StreamCursor};
+use crate::stream::StreamCursor;
 
 /// Builds a [`Loader`]: consuming `with_*` setters, each documenting its
 /// default, then [`build`](Self::build).
 #[derive(Clone, Debug)]
 pub struct LoaderBuilder {
     sources: Vec<PathBuf>,
-    format: Option<Format>,
+    registry: Registry,
+    format: Option<Arc<dyn Format>>,
     spec: Option<SpecFile>,
     spec_path: Option<PathBuf>,
     batch_size: Option<usize>,
@@ -51,13 +51,13 @@ pub struct LoaderBuilder {
     check_crc: bool,
     random_access: RandomAccess,
     access: Access,
-    ffr_payload: FfrPayload,
 }
 
 impl Default for LoaderBuilder {
     fn default() -> Self {
         LoaderBuilder {
             sources: Vec::new(),
+            registry: Registry::new(),
             format: None,
             spec: None,
             spec_path: None,
@@ -80,7 +80,6 @@ impl Default for LoaderBuilder {
             check_crc: true,
             random_access: RandomAccess::default(),
             access: Access::default(),
-            ffr_payload: FfrPayload::default(),
         }
     }
 }
@@ -105,9 +104,20 @@ impl LoaderBuilder {
         self.with_paths([path])
     }
 
-    /// The record format. By default, from the file names (see
-    /// [`Format::of_path`]); all files must be of one format.
-    pub fn with_format(mut self, format: Format) -> Self {
+    /// The formats the sources may be in, and how a file's format is
+    /// told ([`Registry::expand`]: by name, then by content). By default,
+    /// none: name the format with [`with_format`](Self::with_format), or
+    /// build the loader through the `grist` crate, whose registry knows
+    /// every grist format.
+    pub fn with_registry(mut self, registry: Registry) -> Self {
+        self.registry = registry;
+        self
+    }
+
+    /// The record format of every source. By default, each file's format
+    /// is told by the [registry](Self::with_registry); all files must be of
+    /// one format.
+    pub fn with_format(mut self, format: Arc<dyn Format>) -> Self {
         self.format = Some(format);
         self
     }
@@ -283,12 +293,6 @@ impl LoaderBuilder {
         self
     }
 
-    /// What FFRecord samples hold. By default, [`FfrPayload::Example`].
-    pub fn with_ffrecord_payload(mut self, payload: FfrPayload) -> Self {
-        self.ffr_payload = payload;
-        self
-    }
-
     /// Checks the options, lists the files, compiles the decoder and
     /// starts the parse threads. Nothing is read until the first batch is
     /// asked for.
@@ -330,60 +334,31 @@ impl LoaderBuilder {
             return Err(Error::option("with_batch_size", "must be at least 1"));
         }
         let drop_remainder = self.drop_remainder.or(spec.drop_remainder).unwrap_or(false);
-        let (format, inputs) = files::expand(&self.sources, self.format)?;
+        if self.format.is_none() && self.registry.formats().is_empty() {
+            return Err(Error::option(
+                "with_registry",
+                "no formats to tell the files' format by: give a registry (the grist crate's \
+                 loader has one of every format) or a format",
+            ));
+        }
+        let (format, inputs) = self.registry.expand(&self.sources, self.format.clone())?;
         let max_threads = match self.threads {
             Threads::Fixed(n) => n,
             Threads::Autotune => std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
         .max(1);
-        let read = ReadOptions {
-            format,
-            chunk_bytes: self.chunk_bytes,
-            limits: self.limits,
-            check_crc: self.check_crc,
-            access: self.access,
-            maps: Default::default(),
-            buffers: Default::default(),
-            shuffled: self.shuffle,
-            // With several parse threads, TFRecord data CRCs and FFRecord
-            // CRC-32s are checked by them, in parallel, rather than by the
-            // prefetch thread; autotune moves them back to the prefetch
-            // thread while it prefers one parse thread (`plan`).
-            crc_on_parse: Arc::new(AtomicBool::new(max_threads > 1)),
-        };
-        let indexed = match (format, self.random_access) {
-            (Format::Ffrecord, _) => true,
-            (Format::Avro, RandomAccess::Required) => {
-                return Err(Error::Unsupported {
-                    format: format.name(),
-                    what: "Avro files cannot be read by record number".into(),
-                });
-            }
-            (Format::Avro, _) | (_, RandomAccess::Off) => false,
-            (Format::Ofrecord, RandomAccess::Auto) => self.shuffle,
-            (Format::Ofrecord, RandomAccess::Required) => true,
-            (Format::Tfrecord, access) => {
-                let tf = read.tfrecord();
-                let missing = inputs.iter().find(|i| {
-                    tf.compression_for(&i.path) != grist_tfrecord::Compression::None
-                        || !grist_tfrecord::index_path(&i.path).is_file()
-                });
-                match (missing, access) {
-                    (None, _) => true,
-                    (Some(_), RandomAccess::Auto) => false,
-                    (Some(i), _) => {
-                        return Err(Error::Unsupported {
-                            format: format.name(),
-                            what: format!(
-                                "{} cannot be read by record number (compressed, or no {} index)",
-                                i.name,
-                                grist_tfrecord::index_path(&i.path).display()
-                            ),
-                        });
-                    }
-                }
-            }
-        };
+        // With several parse threads, checksums (TFRecord data CRCs,
+        // FFRecord CRC-32s) are checked by them, in parallel, rather than
+        // by the prefetch thread; autotune moves them back to the prefetch
+        // thread while it prefers one parse thread (`plan`).
+        let read = ReadOptions::new()
+            .with_chunk_bytes(self.chunk_bytes)
+            .with_limits(self.limits)
+            .with_check_crc(self.check_crc)
+            .with_access(self.access)
+            .with_shuffled(self.shuffle)
+            .with_defer_checks(max_threads > 1);
+        let indexed = format.random_access(&inputs, self.random_access, self.shuffle)?;
         let by_file = match self.shard_mode {
             ShardMode::Files => {
                 if inputs.len() < self.world {
@@ -401,13 +376,14 @@ impl LoaderBuilder {
             ShardMode::Records => false,
             ShardMode::Auto => inputs.len() >= self.world,
         };
-        let decoder = AnyDecoder::new(format, &spec, self.ffr_payload, self.limits)?;
+        let decoder = format.decoder(&spec, self.limits)?;
         let pool = if max_threads > 1 {
             Some(ParsePool::new(max_threads - 1)?)
         } else {
             None
         };
         let config = Config {
+            format,
             read,
             inputs,
             batch_size,
@@ -427,10 +403,9 @@ impl LoaderBuilder {
             equal_batches: self.equal_batches,
             indexed,
             prefetch_bytes: self.prefetch_bytes,
-            ffr_payload: self.ffr_payload,
         };
         Ok(Loader {
-            decoders: vec![decoder; max_threads],
+            decoders: (0..max_threads).map(|_| decoder.clone()).collect(),
             pool,
             threads: self.threads,
             model: CostModel::new(max_threads),
@@ -448,7 +423,6 @@ impl LoaderBuilder {
             ended: false,
             prelude_left: 0,
             mirror: None,
-            registered: HashSet::new(),
             spare: None,
             parts: Vec::new(),
             acc: Acc::default(),
@@ -473,11 +447,9 @@ struct Buffered {
     /// The chunk as left to decode (cut past decoded records for
     /// sequential layouts).
     chunk: Chunk,
-    inflate: Option<Codec>,
     input: usize,
+    /// Where it starts in its file (to read it again on restore).
     pos: ChunkPos,
-    /// Its TFRecord data CRCs are still to be checked.
-    crc_deferred: bool,
     remaining: usize,
     taken: u64,
     cut_rows: u64,
@@ -511,7 +483,7 @@ struct Acc {
 /// (which names the file and record) or the last epoch, it yields `None`.
 pub struct Loader {
     config: Arc<Config>,
-    decoders: Vec<AnyDecoder>,
+    decoders: Vec<Box<dyn Decoder>>,
     pool: Option<ParsePool>,
     threads: Threads,
     model: CostModel,
@@ -536,7 +508,6 @@ pub struct Loader {
     prelude_left: usize,
     /// The stream's cursor after the last chunk taken.
     mirror: Option<StreamCursor>,
-    registered: HashSet<Arc<str>>,
     spare: Option<Batch>,
     /// The builders of the parts beyond the first, kept between batches.
     parts: Vec<grist_tensor::BatchBuilder>,
@@ -547,7 +518,7 @@ pub struct Loader {
 impl std::fmt::Debug for Loader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Loader")
-            .field("format", &self.config.read.format)
+            .field("format", &self.config.format.name())
             .field("files", &self.config.inputs.len())
             .field("batch_size", &self.config.batch_size)
             .field("epoch", &self.epoch)
@@ -563,8 +534,8 @@ impl Loader {
     }
 
     /// The format being read.
-    pub fn format(&self) -> Format {
-        self.config.read.format
+    pub fn format(&self) -> &Arc<dyn Format> {
+        &self.config.format
     }
 
     /// The number of input files.
@@ -872,25 +843,15 @@ impl Loader {
             cursor,
             resume,
         } = c;
-        if let Some(header) = &raw.header {
-            if !self.registered.contains(&raw.chunk.file) {
-                for d in &mut self.decoders {
-                    d.add_schema(&raw.chunk.file, &header.schema_json)?;
-                }
-                self.registered.insert(raw.chunk.file.clone());
-            }
-        }
         if let Some(cursor) = cursor {
             self.mirror = Some(cursor);
         }
         self.acc.bytes += raw.chunk.stored_bytes;
         let mut b = Buffered {
             remaining: raw.chunk.record_count,
+            pos: raw.chunk.pos(),
             chunk: raw.chunk,
-            inflate: raw.inflate,
             input,
-            pos: raw.pos,
-            crc_deferred: raw.crc_deferred,
             taken: 0,
             cut_rows: 0,
             cut_bytes: 0,
@@ -907,11 +868,9 @@ impl Loader {
                 return Err(bad("the state cuts bytes but no records off it"));
             }
             if r.cut_rows > 0 {
-                if let Some(codec) = b.inflate.take() {
-                    let at =
-                        grist_avro_tensor::Location::block(b.chunk.file.clone(), b.chunk.index);
-                    b.chunk.data =
-                        codec.decompress_bytes(&b.chunk.data, 0, &self.config.read.limits, &at)?;
+                if b.chunk.deferred.inflate {
+                    b.chunk.data = self.decoders[0].inflate(&b.chunk, &self.config.read.limits)?;
+                    b.chunk.deferred.inflate = false;
                 }
                 let cut = usize::try_from(r.cut_bytes).unwrap_or(usize::MAX);
                 if cut > b.chunk.data.len() {
@@ -938,7 +897,7 @@ impl Loader {
     /// first and recycling then allocated every column and freed it again
     /// at once: with large batches, a heap grown and trimmed per batch.)
     fn new_batch(
-        decoder: &AnyDecoder,
+        decoder: &dyn Decoder,
         spare: &mut Option<Batch>,
         n: usize,
     ) -> grist_tensor::BatchBuilder {
@@ -1000,7 +959,7 @@ impl Loader {
                 // trial runs: chunks read during one are decoded later.)
                 self.config
                     .read
-                    .crc_on_parse
+                    .defer_checks
                     .store(plan.threads > 1, Ordering::Relaxed);
                 plan
             }
@@ -1044,24 +1003,22 @@ impl Loader {
             .iter()
             .map(|&(i, c)| {
                 let b = &self.buffer[i];
+                // Work the stream left undone (inflating, checksums) is
+                // done as the records are decoded.
+                let inflate = b.chunk.deferred.inflate;
                 Work {
                     source: Source::Chunk {
                         chunk: &b.chunk,
                         first: b.next_row(),
-                        inflate: b.inflate,
-                        // TFRecord data CRCs not checked as they were
-                        // read are checked as the records are decoded.
-                        crc_at: b.crc_deferred.then_some(b.pos.offset),
                     },
                     item: WorkItem {
                         records: c as u64,
-                        inflate_bytes: if b.inflate.is_some() {
+                        inflate_bytes: if inflate {
                             b.chunk.data.len() as u64
                         } else {
                             0
                         },
-                        splittable: b.inflate.is_none()
-                            && matches!(b.chunk.layout, RecordLayout::Spans(_)),
+                        splittable: !inflate && matches!(b.chunk.layout, RecordLayout::Spans(_)),
                     },
                 }
             })
@@ -1069,7 +1026,7 @@ impl Loader {
         let items: Vec<WorkItem> = works.iter().map(|w| w.item).collect();
         let plan = self.plan(&items);
         let shares = autotune::share(&plan, &items, &self.model);
-        let mut out = Self::new_batch(&self.decoders[0], &mut self.spare, n);
+        let mut out = Self::new_batch(&*self.decoders[0], &mut self.spare, n);
         let ctx = Ctx {
             work: &works,
             inputs: &self.config.inputs,
@@ -1090,7 +1047,7 @@ impl Loader {
             let b = &mut self.buffer[segments[p.item].0];
             if let Some(data) = p.inflated {
                 b.chunk.data = data;
-                b.inflate = None;
+                b.chunk.deferred.inflate = false;
             }
             if let (Some(end), RecordLayout::Sequential) = (p.end, &b.chunk.layout) {
                 let rows = segments[p.item].1;
@@ -1118,7 +1075,7 @@ impl Loader {
         let n = g.records.len();
         self.acc.bytes += g.bytes;
         let first = match g.records.first() {
-            Some(r) => (self.config.inputs[r.input].name.clone(), r.record),
+            Some(r) => (self.config.inputs[r.input].name().clone(), r.record),
             None => (Arc::from(""), 0),
         };
         let started = Instant::now();
@@ -1133,7 +1090,7 @@ impl Loader {
         let items = [works[0].item];
         let plan = self.plan(&items);
         let shares = autotune::share(&plan, &items, &self.model);
-        let mut out = Self::new_batch(&self.decoders[0], &mut self.spare, n);
+        let mut out = Self::new_batch(&*self.decoders[0], &mut self.spare, n);
         let ctx = Ctx {
             work: &works,
             inputs: &self.config.inputs,
@@ -1160,8 +1117,7 @@ impl Loader {
         done: &crate::decode::BatchOut,
     ) -> Result<Batch> {
         let batch = out.finish().map_err(|source| Error::Batch {
-            file: first.0,
-            record: first.1,
+            at: Location::record(first.0, first.1),
             source,
         })?;
         let threads = done.timings.len().max(1);

@@ -1,16 +1,9 @@
 //! The loader's options and their resolved form.
 
-use std::collections::VecDeque;
-use std::fs::File;
-use std::io;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use bytes::Bytes;
-use grist_tensor::{Access, Limits};
+use grist_tensor::{Format, Input, ReadOptions};
 
-use crate::files::{Format, Input};
 use crate::rng::{self, Purpose};
 
 /// How many threads parse each batch.
@@ -58,134 +51,10 @@ pub enum ShardMode {
     Records,
 }
 
-/// Whether records are read by number (exact shuffles, resuming anywhere
-/// without reading what came before) rather than as a stream.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum RandomAccess {
-    /// FFRecord: always. TFRecord: when every file is uncompressed and has
-    /// an index (`<file>.idx`, as DALI's `tfrecord2idx` writes it).
-    /// OFRecord: when shuffling (the index is built on first read, from
-    /// the length prefixes). Avro: never.
-    #[default]
-    Auto,
-    /// Streams (FFRecord files are still read by number, in order).
-    Off,
-    /// By number, or an error for a format or file that cannot be.
-    Required,
-}
-
-/// What FFRecord samples hold.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum FfrPayload {
-    /// Serialized `tf.train.Example` (or `SequenceExample`) records.
-    #[default]
-    Example,
-    /// Serialized OneFlow `OFRecord`s.
-    OfRecord,
-    /// The raw little-endian bytes of one tensor, decoded by a spec of
-    /// exactly one dense feature (see [`grist_ffrecord::RawDecoder`]).
-    Raw,
-}
-
-/// How files are read (shared by the stream and the random-access
-/// readers).
-#[derive(Clone, Debug)]
-pub(crate) struct ReadOptions {
-    pub(crate) format: Format,
-    pub(crate) chunk_bytes: usize,
-    pub(crate) limits: Limits,
-    pub(crate) check_crc: bool,
-    /// Read calls or memory maps.
-    pub(crate) access: Access,
-    /// The memory maps of the stream files, kept from epoch to epoch.
-    pub(crate) maps: Arc<Maps>,
-    /// The read buffers that stream chunks share (see `stream::Window`),
-    /// back when their chunks are dropped.
-    pub(crate) buffers: Arc<grist_tensor::pool::BufferPool>,
-    /// The loader shuffles (then Avro blocks do not share read buffers:
-    /// see `stream::Window`).
-    pub(crate) shuffled: bool,
-    /// Whether the parse threads check the data CRCs of TFRecord streams
-    /// and the CRC-32s of FFRecord samples as they decode them (else the
-    /// prefetch thread does, as it reads them). Shared with the prefetch
-    /// thread: the loader moves the checks batch by batch to where its
-    /// thread count says (several parse threads: onto them; one: beside
-    /// it, on the prefetch thread), and each chunk or record read says
-    /// whether it is still to be checked.
-    pub(crate) crc_on_parse: Arc<AtomicBool>,
-}
-
-/// The memory maps of the last [`Maps::KEEP`] files mapped, so that a file
-/// read again (the next epoch) is not mapped, faulted in page by page and
-/// unmapped once more: with the page cache warm, that costs about as
-/// much as copying the bytes.
-#[derive(Debug, Default)]
-pub(crate) struct Maps(Mutex<VecDeque<(PathBuf, Bytes)>>);
-
-impl Maps {
-    /// How many maps are kept (each is one mapping of the process; the
-    /// kernel allows tens of thousands).
-    const KEEP: usize = 256;
-
-    /// The whole of `file` (at `path`) as bytes when `access` maps,
-    /// `None` when it reads.
-    pub(crate) fn map(
-        &self,
-        access: Access,
-        path: &Path,
-        file: &File,
-    ) -> io::Result<Option<Bytes>> {
-        if !access.is_mmap() {
-            return Ok(None);
-        }
-        let mut maps = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, map)) = maps.iter().find(|(p, _)| p == path) {
-            return Ok(Some(map.clone()));
-        }
-        let map = access.map(file)?.unwrap_or_default();
-        if maps.len() == Self::KEEP {
-            maps.pop_front();
-        }
-        maps.push_back((path.to_path_buf(), map.clone()));
-        Ok(Some(map))
-    }
-}
-
-impl ReadOptions {
-    /// The most a stream chunker reads at once: the chunk size, within
-    /// 64 KiB and 16 MiB.
-    pub(crate) fn read_size(&self) -> usize {
-        self.chunk_bytes.clamp(64 << 10, 16 << 20)
-    }
-
-    /// Whether data CRCs read from now on are left to the parse threads
-    /// (when CRCs are checked at all).
-    pub(crate) fn crc_on_parse(&self) -> bool {
-        self.check_crc && self.crc_on_parse.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn tfrecord(&self) -> grist_tfrecord::ReaderOptions {
-        grist_tfrecord::ReaderOptions::default()
-            .with_check_crc(self.check_crc)
-            .with_limits(self.limits)
-    }
-
-    pub(crate) fn ofrecord(&self) -> grist_ofrecord::ReaderOptions {
-        grist_ofrecord::ReaderOptions::default().with_limits(self.limits)
-    }
-
-    pub(crate) fn ffrecord(&self) -> grist_ffrecord::ReaderOptions {
-        grist_ffrecord::ReaderOptions::default()
-            .with_check_data(self.check_crc)
-            .with_limits(self.limits)
-            .with_access(self.access)
-    }
-}
-
 /// Everything the loader's threads need to know, resolved.
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
+    pub(crate) format: Arc<dyn Format>,
     pub(crate) read: ReadOptions,
     pub(crate) inputs: Vec<Input>,
     pub(crate) batch_size: usize,
@@ -203,7 +72,6 @@ pub(crate) struct Config {
     pub(crate) equal_batches: bool,
     pub(crate) indexed: bool,
     pub(crate) prefetch_bytes: u64,
-    pub(crate) ffr_payload: FfrPayload,
 }
 
 impl Config {
@@ -257,8 +125,8 @@ impl Config {
     /// check a saved state against.
     pub(crate) fn fingerprint(&self) -> u64 {
         let mut text = format!(
-            "{:?}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{:?}",
-            self.read.format,
+            "{:?}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}",
+            self.format,
             self.read.chunk_bytes,
             self.batch_size,
             self.drop_remainder,
@@ -272,11 +140,10 @@ impl Config {
             self.by_file,
             self.equal_batches,
             self.indexed,
-            self.ffr_payload,
         );
         for input in &self.inputs {
             text.push('|');
-            text.push_str(&input.name);
+            text.push_str(input.name());
         }
         // FNV-1a: stable across builds and platforms.
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;

@@ -8,13 +8,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use grist_tensor::{ByNumber, ChunkPos, Gathered};
+
 use crate::error::{Error, Result};
-use crate::gather::{Gather, Gathered};
 use crate::options::{Config, balanced_range};
 use crate::prefetch::{Cancelled, Queue};
 use crate::rng::{self, Permutation, Purpose};
 use crate::state::Resume;
-use crate::stream::{ChunkPos, Chunker, Counted, Interleave, RawChunk, StreamCursor, chunk_counts};
+use crate::stream::{Chunker, Counted, Interleave, RawChunk, StreamCursor, chunk_counts};
 
 /// What the prefetch thread hands the consumer.
 #[derive(Debug)]
@@ -146,6 +147,12 @@ impl From<Error> for Stop {
     }
 }
 
+impl From<grist_tensor::BoxError> for Stop {
+    fn from(e: grist_tensor::BoxError) -> Self {
+        Stop::Failed(Box::new(Error::Format(e)))
+    }
+}
+
 impl From<Cancelled> for Stop {
     fn from(_: Cancelled) -> Self {
         Stop::Cancelled
@@ -156,7 +163,7 @@ struct Producer<'q> {
     config: Arc<Config>,
     queue: &'q Queue<Item>,
     counters: &'q Counters,
-    gather: Option<Gather>,
+    gather: Option<Box<dyn ByNumber>>,
     /// Chunk record counts per input (stream mode, equal batch counts).
     counts: HashMap<usize, Vec<u64>>,
     /// Whether this epoch handed out any records yet.
@@ -229,12 +236,13 @@ impl Producer<'_> {
                 for b in buffer {
                     let input = &config.inputs[b.input];
                     let raw = self.timed(|| -> Result<Option<RawChunk>> {
-                        Chunker::open(&config.read, input, b.pos)?.next()
+                        Chunker::open(&*config.format, &config.read, input, b.pos)?.next()
                     })?;
                     let raw = raw.ok_or_else(|| Error::StateMismatch {
                         reason: format!(
                             "{}: no chunk at record {} (the file changed?)",
-                            input.name, b.pos.record
+                            input.name(),
+                            b.pos.record
                         ),
                     })?;
                     let bytes = raw.chunk.data.len() as u64;
@@ -261,7 +269,7 @@ impl Producer<'_> {
             loop {
                 let next = self.timed(|| {
                     stream.next(files.len(), &mut |f, pos| {
-                        Chunker::open(&config.read, &config.inputs[files[f]], pos)
+                        Chunker::open(&*config.format, &config.read, &config.inputs[files[f]], pos)
                     })
                 })?;
                 let Some((raw, f, global)) = next else {
@@ -289,7 +297,8 @@ impl Producer<'_> {
         let config = self.config.clone();
         for i in 0..config.inputs.len() {
             if !self.counts.contains_key(&i) {
-                let c = self.timed(|| chunk_counts(&config.read, &config.inputs[i]))?;
+                let c =
+                    self.timed(|| chunk_counts(&*config.format, &config.read, &config.inputs[i]))?;
                 self.counts.insert(i, c);
             }
         }
@@ -333,7 +342,7 @@ impl Producer<'_> {
     fn indexed_epoch(&mut self, epoch: u64, first_batch: u64) -> Result<(), Stop> {
         let config = self.config.clone();
         if self.gather.is_none() {
-            let g = self.timed(|| Gather::open(&config.read, &config.inputs))?;
+            let g = self.timed(|| config.format.by_number(&config.inputs, &config.read))?;
             self.gather = Some(g);
         }
         let gather = self.gather.as_ref().expect("opened above");
@@ -371,7 +380,7 @@ impl Producer<'_> {
             let end = ((batch + 1) * b).min(order.len);
             wants.extend((batch * b..end).map(|i| order.get(i)));
             let gather = self.gather.as_ref().expect("opened above");
-            let g = self.timed(|| gather.read(&wants))?;
+            let g = self.timed(|| gather.read(&wants, config.read.defers_checks()))?;
             let bytes = g.bytes;
             self.push(Item::Gathered(g), bytes)?;
         }

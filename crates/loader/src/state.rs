@@ -3,7 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::stream::{ChunkPos, StreamCursor};
+use grist_tensor::ChunkPos;
+
+use crate::stream::StreamCursor;
 
 /// Where a loader is, as [`Loader::state`](crate::Loader::state) saves it
 /// and [`Loader::restore`](crate::Loader::restore) takes it back.

@@ -1,10 +1,9 @@
 //! [`OfRecordDecoder`]: serialized OFRecords straight into batch columns.
 
-use std::ops::Range;
 use std::sync::Arc;
 
 use grist_tensor::{
-    Batch, BatchBuilder, Chunk, ColumnBuilder, DenseBuilder, FeatureSpec, Limits, PaddedBuilder,
+    Batch, BatchBuilder, ColumnBuilder, DenseBuilder, FeatureSpec, Limits, PaddedBuilder,
     RaggedBuilder, Section, SparseBuilder, StringValues, TensorError, Values,
 };
 
@@ -1014,37 +1013,4 @@ fn raw_list<T: RawValue>(
         push_raw(src, spec.dtype, out)?;
     }
     Ok(())
-}
-
-impl grist_tensor::Decoder for OfRecordDecoder {
-    type Error = Error;
-
-    fn specs(&self) -> &[FeatureSpec] {
-        &self.plan.specs
-    }
-
-    fn new_batch(&self, rows: usize) -> BatchBuilder {
-        OfRecordDecoder::new_batch(self, rows)
-    }
-
-    fn decode_chunk(
-        &mut self,
-        chunk: &Chunk,
-        rows: Range<usize>,
-        out: &mut BatchBuilder,
-    ) -> Result<()> {
-        for i in rows {
-            let at = Location::new(
-                chunk.file.clone(),
-                chunk.first_record.saturating_add(i as u64),
-            );
-            let record = chunk.record(i).ok_or_else(|| Error::RecordOutOfRange {
-                file: chunk.file.clone(),
-                record: at.record,
-                count: chunk.first_record.saturating_add(chunk.record_count as u64),
-            })?;
-            self.decode(record, &at, out)?;
-        }
-        Ok(())
-    }
 }

@@ -82,6 +82,8 @@ pub mod proto {
 }
 
 mod error;
+mod format;
+mod interim;
 
 // -- files: framing, datasets and sharding, chunk source, writers --
 mod dataset;
@@ -103,11 +105,12 @@ pub use dataset::{
 pub use decoder::OfRecordDecoder;
 pub use encode::{RecordBuilder, encode_batch};
 pub use error::{Error, FeatureProblem, Location, Result};
+pub use format::OfRecordFormat;
 pub use framing::{
     Decoded, Frame, FrameDecoder, LENGTH_PREFIX, RawRecord, ReaderOptions, RecordReader,
 };
 pub use plan::{BytesSpec, Field, RawDType, RawSpec};
 pub use record::{FeatureValue, MAX_INLINE_BYTES, Record};
-pub use source::OfRecordSource;
+pub use source::{OfRecordSource, OfStream};
 pub use wire::ListKind;
 pub use writer::{DatasetSummary, DatasetWriter, RecordWriter};

@@ -1,5 +1,7 @@
-//! [`OfRecordSource`]: the part files of a dataset (or one rank's share)
-//! as a [`RecordSource`] of chunks of whole records.
+//! OFRecord part files as chunks of whole records: [`OfStream`], one part
+//! from any chunk boundary on (the [`ChunkStream`] of the format
+//! contract), and [`OfRecordSource`], the parts of a dataset (or one
+//! rank's share) one after the other.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -9,7 +11,11 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use grist_tensor::{Chunk, RecordLayout, RecordSource};
+use grist_tensor::chunking::{FrameCutter, Frames, Window, frame_buffer};
+use grist_tensor::{
+    BoxError, Chunk, ChunkPos, ChunkStream, Deferred, Input, ReadOptions, RecordLayout,
+    RecordSource,
+};
 
 use crate::dataset::{Dataset, Segment, Shard};
 use crate::error::{Error, Result, io_error};
@@ -264,6 +270,7 @@ impl OpenSegment {
     /// Hands out the first `len` bytes of the buffer as a chunk.
     fn emit(&mut self, spans: Vec<Range<usize>>, len: usize) -> Chunk {
         let record_count = spans.len();
+        let offset = self.frames.offset() - len as u64;
         let chunk = Chunk {
             file: self.name.clone(),
             index: self.chunk_index,
@@ -273,8 +280,151 @@ impl OpenSegment {
             compressed: false,
             data: self.buf.split_to(len).freeze(),
             layout: RecordLayout::Spans(spans.into()),
+            offset,
+            deferred: Deferred::NONE,
+            header: None,
         };
         self.chunk_index += 1;
         chunk
+    }
+}
+
+impl Frames for FrameDecoder {
+    const OVERHEAD: u64 = 8;
+
+    fn frame(
+        &mut self,
+        data: &[u8],
+    ) -> std::result::Result<std::result::Result<(Range<usize>, usize), u64>, BoxError> {
+        Ok(match self.decode(data)? {
+            Decoded::Frame(f) => Ok((f.payload, f.len)),
+            Decoded::Incomplete { needed } => Err(needed),
+        })
+    }
+
+    fn finish(&self, rest: &[u8]) -> std::result::Result<(), BoxError> {
+        Ok(FrameDecoder::finish(self, rest)?)
+    }
+
+    fn record_index(&self) -> u64 {
+        FrameDecoder::record_index(self)
+    }
+
+    fn read_error(&self, source: io::Error) -> BoxError {
+        Box::new(Error::Io {
+            file: self.file().clone(),
+            source,
+        })
+    }
+}
+
+/// An OFRecord part file as chunks of whole records, cut as TFRecord files
+/// are: each chunk is the longest run of records that fits in the chunk
+/// size (at least one), so reading from any chunk boundary cuts the rest
+/// of the part the same way. A chunk's `data` holds the records as stored
+/// (length prefixes included) and its [`RecordLayout::Spans`] point at the
+/// payloads.
+pub struct OfStream {
+    cut: FrameCutter,
+    input: Box<dyn Read + Send>,
+    frames: FrameDecoder,
+    index: u64,
+}
+
+impl fmt::Debug for OfStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OfStream")
+            .field("file", self.frames.file())
+            .field("record", &self.frames.record_index())
+            .finish_non_exhaustive()
+    }
+}
+
+impl OfStream {
+    /// Part `input` read from chunk boundary `pos`, with the framing
+    /// options `framing` (zero-length records) and `options`' limits.
+    pub fn open(
+        input: &Input,
+        pos: ChunkPos,
+        options: &ReadOptions,
+        framing: &ReaderOptions,
+    ) -> Result<Self> {
+        let name = input.name().clone();
+        let io = |source| Error::Io {
+            file: name.clone(),
+            source,
+        };
+        let size = input.size().map_err(io)?;
+        let (window, reader): (Window, Box<dyn Read + Send>) =
+            match Window::mapped(options, input, pos.offset).map_err(io)? {
+                Some(w) => (w, Box::new(io::empty())),
+                None => (
+                    Window::reading(options, frame_buffer(options)),
+                    input.reader_at(pos.offset).map_err(io)?,
+                ),
+            };
+        let framing = framing.with_limits(options.limits);
+        Ok(OfStream {
+            frames: FrameDecoder::with_options(name, &framing)
+                .with_remaining(size)
+                .with_position(pos.record, pos.offset),
+            cut: FrameCutter::new(window, options),
+            input: reader,
+            index: pos.index,
+        })
+    }
+
+    fn pos(&self) -> ChunkPos {
+        ChunkPos {
+            index: self.index,
+            record: self.frames.record_index(),
+            offset: self.frames.offset(),
+        }
+    }
+
+    /// The next chunk and where the one after it starts; `None` at the
+    /// end of the part.
+    pub fn next(&mut self) -> Result<Option<(Chunk, ChunkPos)>> {
+        let start = self.pos();
+        let cut = self
+            .cut
+            .frames(&mut self.frames, &mut self.input)
+            .map_err(own)?;
+        let Some((spans, len)) = cut else {
+            return Ok(None);
+        };
+        let chunk = Chunk {
+            file: self.frames.file().clone(),
+            index: self.index,
+            first_record: start.record,
+            record_count: spans.len(),
+            stored_bytes: len as u64,
+            compressed: false,
+            data: self.cut.window.take(len),
+            layout: RecordLayout::Spans(spans.into()),
+            offset: start.offset,
+            deferred: Deferred::NONE,
+            header: None,
+        };
+        // Saturating: a restored position may hold any number.
+        self.index = self.index.saturating_add(1);
+        Ok(Some((chunk, self.pos())))
+    }
+}
+
+impl ChunkStream for OfStream {
+    fn next_chunk(&mut self) -> std::result::Result<Option<(Chunk, ChunkPos)>, BoxError> {
+        Ok(self.next()?)
+    }
+}
+
+/// A frame cutter's error, which the frame decoder made: this crate's.
+fn own(e: BoxError) -> Error {
+    match e.downcast::<Error>() {
+        Ok(e) => *e,
+        Err(other) => Error::Io {
+            file: other.location().map(|l| l.file.clone()).unwrap_or_default(),
+            source: io::Error::other(other.to_string()),
+        },
     }
 }

@@ -59,6 +59,25 @@ pub enum TensorError {
         /// What cannot be done, naming the format.
         what: String,
     },
+    /// An index of records (a TFRecord `.idx` file, an OFRecord part's
+    /// index built from its length prefixes) that does not match its
+    /// file.
+    #[error("{at}: {reason}")]
+    BadIndex {
+        /// The record the index entry is for.
+        at: crate::Location,
+        /// What does not match.
+        reason: String,
+    },
+    /// Reading a file failed.
+    #[error("{at}")]
+    Io {
+        /// The file (and record, where one was being read).
+        at: crate::Location,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// An allocation or record size sized by the input exceeds a limit.
     #[error("{what}: {requested} bytes exceeds the limit of {max} bytes")]
     LimitExceeded {

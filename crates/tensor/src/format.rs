@@ -494,14 +494,11 @@ pub enum NameMatch {
 /// One record as [`Records`] hands it out.
 #[derive(Clone, Debug)]
 pub struct RawRecord {
-    /// The file it is in.
-    pub file: Arc<str>,
-    /// Its number within the file.
-    pub record: u64,
-    /// Its number in the dataset (records numbered across the files of a
-    /// dataset that numbers them so: FFRecord, OFRecord; else as
-    /// `record`).
-    pub index: u64,
+    /// Where it is: its file, its number within the file (`record`), its
+    /// number in the dataset for formats whose datasets number records
+    /// across files (`index`: FFRecord, OFRecord), its block (Avro) or
+    /// the byte offset of its frame (OFRecord).
+    pub at: crate::Location,
     /// Its bytes (TFRecord: the payload; Avro: the datum; FFRecord: the
     /// sample; OFRecord: the serialized record).
     pub bytes: Bytes,
@@ -530,6 +527,104 @@ pub trait Records: Send {
     /// Avro: as fastavro reads it; OFRecord: `{"features": {name:
     /// {"kind", "values"}}}`).
     fn to_json(&self, record: &RawRecord) -> Result<serde_json::Value, BoxError>;
+}
+
+/// What [`Format::verify`] found in a file without damage.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Verified {
+    /// The number of records.
+    pub records: u64,
+    /// What was checked besides, for people (`"3.2 MB framed, index
+    /// matches"`, `"12 blocks, codec deflate"`); may be empty.
+    pub details: String,
+}
+
+impl Verified {
+    /// `records` records, with `details`.
+    pub fn new(records: u64, details: impl Into<String>) -> Self {
+        Verified {
+            records,
+            details: details.into(),
+        }
+    }
+}
+
+/// The first damage [`Format::verify`] found.
+#[derive(Debug)]
+pub struct VerifyFailure {
+    /// Where, as tools print it: the record (or block) and the byte offset
+    /// of the frame (or block) where the damage is; `None` when the file
+    /// cannot be opened, its header is bad or a file beside it (an index)
+    /// is wrong.
+    pub position: Option<crate::Location>,
+    /// What is wrong.
+    pub error: BoxError,
+}
+
+impl VerifyFailure {
+    /// `error`, found at `position`.
+    pub fn new(position: Option<crate::Location>, error: impl Into<BoxError>) -> Self {
+        VerifyFailure {
+            position,
+            error: error.into(),
+        }
+    }
+}
+
+/// Options of [`Format::inspect`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct InspectOptions {
+    /// How many records to look at (formats that look at records).
+    pub records: u64,
+    /// Decode records as `tf.SequenceExample`s (formats of tf.Example
+    /// records; others refuse it).
+    pub sequence: bool,
+    /// How files are read.
+    pub read: ReadOptions,
+}
+
+impl Default for InspectOptions {
+    fn default() -> Self {
+        InspectOptions {
+            records: 1000,
+            sequence: false,
+            read: ReadOptions::default(),
+        }
+    }
+}
+
+impl InspectOptions {
+    /// Look at `records` records. By default, 1000.
+    pub fn with_records(mut self, records: u64) -> Self {
+        self.records = records;
+        self
+    }
+
+    /// Decode tf.SequenceExamples. By default, `false`.
+    pub fn with_sequence(mut self, sequence: bool) -> Self {
+        self.sequence = sequence;
+        self
+    }
+}
+
+/// What [`Format::inspect`] says of a file or dataset, in two forms.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Report {
+    /// The machine form (`grist inspect --json`): an object with at least
+    /// `"file"` and `"format"` (the format's [`id`](Format::id)).
+    pub json: serde_json::Value,
+    /// The text form, line by line (`grist inspect`).
+    pub text: Vec<String>,
+}
+
+impl Report {
+    /// A report of `json` and `text`.
+    pub fn new(json: serde_json::Value, text: Vec<String>) -> Self {
+        Report { json, text }
+    }
 }
 
 /// A record format: how its files are recognized, read and decoded.
@@ -619,4 +714,116 @@ pub trait Format: Send + Sync + fmt::Debug {
         inputs: &[Input],
         options: &RecordOptions,
     ) -> Result<Box<dyn Records>, BoxError>;
+
+    /// For formats whose datasets number records across their files
+    /// (FFRecord samples, OFRecord parts), the name tools give a record's
+    /// number within its file (`"local_index"`, `"index_in_part"`); `None`
+    /// (the default) for formats that number records file by file.
+    fn local_index_key(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// What the format calls a record, in messages (`"record"`, FFRecord's
+    /// `"sample"`). By default, `"record"`.
+    fn record_noun(&self) -> &'static str {
+        "record"
+    }
+
+    /// The number of records of `input`, every check the format makes
+    /// while counting made. By default, the records of its stream's
+    /// chunks.
+    fn count(&self, input: &Input, options: &ReadOptions) -> Result<u64, BoxError> {
+        let mut stream = self.stream(input, ChunkPos::default(), options)?;
+        let mut n = 0u64;
+        while let Some((chunk, _)) = stream.next_chunk()? {
+            n = n.saturating_add(chunk.record_count as u64);
+        }
+        Ok(n)
+    }
+
+    /// Reads every record of `input` with every check the format has (and
+    /// files beside it that describe it, such as an index). By default,
+    /// every record of [`records`](Self::records), decoded generically.
+    fn verify(&self, input: &Input) -> Result<Verified, VerifyFailure> {
+        let mut records = self
+            .records(std::slice::from_ref(input), &RecordOptions::default())
+            .map_err(|e| VerifyFailure::new(None, e))?;
+        let mut n = 0u64;
+        loop {
+            match records.next_record() {
+                Ok(Some(r)) => {
+                    records
+                        .to_json(&r)
+                        .map_err(|e| VerifyFailure::new(Some(r.at.clone()), e))?;
+                    n += 1;
+                }
+                Ok(None) => return Ok(Verified::new(n, "every record decodes")),
+                Err(e) => {
+                    let at = e.location().cloned();
+                    return Err(VerifyFailure::new(at, e));
+                }
+            }
+        }
+    }
+
+    /// What `inputs` (a file, or the files of a dataset; `name` is the
+    /// path or URL as given) hold: counts, sizes, features or schema, as
+    /// the format knows them. By default, how many of the first
+    /// `options.records` records there are and how long they are.
+    fn inspect(
+        &self,
+        name: &str,
+        inputs: &[Input],
+        options: &InspectOptions,
+    ) -> Result<Report, BoxError> {
+        let record_options = RecordOptions {
+            read: options.read.clone(),
+            sequence: options.sequence,
+        };
+        let mut records = self.records(inputs, &record_options)?;
+        let (mut n, mut lo, mut hi) = (0u64, usize::MAX, 0usize);
+        let mut complete = true;
+        while let Some(r) = records.next_record()? {
+            if n == options.records {
+                complete = false;
+                break;
+            }
+            n += 1;
+            lo = lo.min(r.bytes.len());
+            hi = hi.max(r.bytes.len());
+        }
+        let lo = if n == 0 { 0 } else { lo };
+        let json = serde_json::json!({
+            "file": name,
+            "format": self.id(),
+            "records": n,
+            "complete": complete,
+            "min_record_bytes": lo,
+            "max_record_bytes": hi,
+        });
+        let text = vec![format!(
+            "{name}: {}, {n} records inspected ({}), of {lo}..{hi} bytes",
+            self.name(),
+            if complete {
+                "all records"
+            } else {
+                "the first records; there are more"
+            }
+        )];
+        Ok(Report::new(json, text))
+    }
+
+    /// Writes the index that lets `input` be read by record number, beside
+    /// it (TFRecord: DALI's `<file>.idx`), and returns its record count.
+    /// By default, an error: the format has no index files.
+    fn write_index(&self, input: &Input, options: &ReadOptions) -> Result<u64, BoxError> {
+        let _ = options;
+        Err(Box::new(crate::TensorError::Unsupported {
+            what: format!(
+                "{}: {} files have no index files",
+                input.name(),
+                self.name()
+            ),
+        }))
+    }
 }

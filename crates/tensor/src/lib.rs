@@ -42,6 +42,7 @@ pub mod chunking;
 mod dtype;
 mod error;
 pub mod format;
+mod gather;
 pub mod json;
 pub mod le;
 mod limits;
@@ -64,9 +65,11 @@ pub use builder::{
 pub use dtype::DType;
 pub use error::TensorError;
 pub use format::{
-    ByNumber, ChunkPos, ChunkStream, Decoder, Deferred, FileHeader, Format, Gathered, Input, Maps,
-    NameMatch, RandomAccess, RandomReader, RawRecord, ReadOptions, Record, RecordOptions, Records,
+    ByNumber, ChunkPos, ChunkStream, Decoder, Deferred, FileHeader, Format, Gathered, Input,
+    InspectOptions, Maps, NameMatch, RandomAccess, RandomReader, RawRecord, ReadOptions, Record,
+    RecordOptions, Records, Report, Verified, VerifyFailure,
 };
+pub use gather::{FramedFile, FramedFiles};
 pub use limits::Limits;
 pub use location::{BoxError, ErrorKind, FeatureProblem, FormatError, Location};
 #[cfg(feature = "ndarray")]

@@ -344,6 +344,10 @@ pub enum ErrorKind {
 /// let e: BoxError = Box::new(TensorError::InvalidSpecFile { reason: "empty".into() });
 /// assert_eq!(e.kind(), ErrorKind::Argument);
 /// assert!(e.location().is_none());
+/// assert!(matches!(
+///     e.downcast_ref::<TensorError>(),
+///     Some(TensorError::InvalidSpecFile { .. })
+/// ));
 /// ```
 pub trait FormatError: std::error::Error + Send + Sync + 'static {
     /// Where the error happened, for errors about the data.
@@ -356,6 +360,24 @@ pub trait FormatError: std::error::Error + Send + Sync + 'static {
 /// A format's error behind the shared contract (the traits of
 /// [`crate::format`]).
 pub type BoxError = Box<dyn FormatError>;
+
+impl dyn FormatError {
+    /// The error as its concrete type `E`, if it is one.
+    pub fn downcast_ref<E: FormatError>(&self) -> Option<&E> {
+        let e: &(dyn std::error::Error + 'static) = self;
+        e.downcast_ref::<E>()
+    }
+
+    /// The error as its concrete type `E`, or itself back if it is not one.
+    pub fn downcast<E: FormatError>(self: Box<Self>) -> Result<Box<E>, Box<Self>> {
+        if self.downcast_ref::<E>().is_some() {
+            let e: Box<dyn std::error::Error + Send + Sync> = self;
+            Ok(e.downcast::<E>().expect("checked above"))
+        } else {
+            Err(self)
+        }
+    }
+}
 
 impl std::error::Error for BoxError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
@@ -371,11 +393,16 @@ impl<E: FormatError> From<E> for BoxError {
 
 impl FormatError for crate::TensorError {
     fn location(&self) -> Option<&Location> {
-        None
+        match self {
+            crate::TensorError::BadIndex { at, .. } | crate::TensorError::Io { at, .. } => Some(at),
+            _ => None,
+        }
     }
 
     fn kind(&self) -> ErrorKind {
         match self {
+            crate::TensorError::BadIndex { .. } => ErrorKind::Data,
+            crate::TensorError::Io { .. } => ErrorKind::Io,
             crate::TensorError::LimitExceeded { .. } => ErrorKind::Limit,
             crate::TensorError::UnsupportedSpec { .. } | crate::TensorError::Unsupported { .. } => {
                 ErrorKind::Unsupported

@@ -1,12 +1,11 @@
 //! The tf.Example / tf.SequenceExample decoder: reads the protobuf wire
 //! format of each record straight into the batch columns.
 
-use std::ops::Range;
 use std::sync::Arc;
 
 use grist_tensor::{
-    Batch, BatchBuilder, Chunk, ColumnBuilder, DType, DenseBuilder, FeatureSpec, Limits,
-    PaddedBuilder, RaggedBuilder, Section, SparseBuilder, SpecFile, Values,
+    Batch, BatchBuilder, ColumnBuilder, DType, DenseBuilder, FeatureSpec, Limits, PaddedBuilder,
+    RaggedBuilder, Section, SparseBuilder, SpecFile, Values,
 };
 
 use crate::error::{Error, FeatureProblem, Location, Result};
@@ -1227,38 +1226,5 @@ fn permute_tail(values: &mut Values, start: usize, order: &[usize], tail: &mut O
     values.truncate(start);
     for &i in order {
         values.extend_from_range(tail, i..i + 1);
-    }
-}
-
-impl grist_tensor::Decoder for ExampleDecoder {
-    type Error = Error;
-
-    fn specs(&self) -> &[FeatureSpec] {
-        &self.plan.specs
-    }
-
-    fn new_batch(&self, rows: usize) -> BatchBuilder {
-        ExampleDecoder::new_batch(self, rows)
-    }
-
-    fn decode_chunk(
-        &mut self,
-        chunk: &Chunk,
-        rows: Range<usize>,
-        out: &mut BatchBuilder,
-    ) -> Result<()> {
-        for i in rows {
-            let at = Location::new(
-                chunk.file.clone(),
-                chunk.first_record.saturating_add(i as u64),
-            );
-            let record = chunk.record(i).ok_or_else(|| Error::RecordOutOfRange {
-                file: chunk.file.clone(),
-                record: at.record,
-                count: chunk.first_record.saturating_add(chunk.record_count as u64),
-            })?;
-            self.decode(record, &at, out)?;
-        }
-        Ok(())
     }
 }

@@ -64,8 +64,10 @@ pub mod proto {
 
 // -- framing, compression, index files, record writer, chunk source --
 mod compression;
+mod format;
 mod framing;
 mod index;
+mod interim;
 mod source;
 mod writer;
 
@@ -80,6 +82,7 @@ pub use compression::{CompressedReader, CompressedWriter, Compression};
 pub use decoder::ExampleDecoder;
 pub use encode::{ExampleBuilder, encode_batch};
 pub use error::{Error, FeatureProblem, Location, Result};
+pub use format::TfRecordFormat;
 pub use framing::{
     Decoded, FOOTER_LEN, FRAME_OVERHEAD, Frame, FrameDecoder, HEADER_LEN, ReaderOptions,
     RecordReader, Records, data_crc_matches, mask_crc, masked_crc32c, unmask_crc,
@@ -89,5 +92,5 @@ pub use index::{
     write_index, write_index_to,
 };
 pub use records::{example_to_json, feature_to_json, sequence_example_to_json};
-pub use source::TfRecordSource;
+pub use source::{TfRecordSource, TfStream};
 pub use writer::{RecordWriter, WriteSummary, WriterOptions};

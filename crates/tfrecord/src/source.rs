@@ -1,28 +1,254 @@
-//! [`TfRecordSource`]: TFRecord files as a [`RecordSource`] of chunks of
-//! whole frames.
+//! TFRecord files as chunks of whole frames: [`TfStream`], one file from
+//! any chunk boundary on (the [`ChunkStream`] of the format contract), and
+//! [`TfRecordSource`], files one after the other.
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::fs::File;
 use std::io::{self, Read};
 use std::ops::Range;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 
-use bytes::BytesMut;
-use grist_tensor::{Chunk, RecordLayout, RecordSource};
+use grist_tensor::chunking::{FrameCutter, Frames, Window, frame_buffer};
+use grist_tensor::{
+    BoxError, Chunk, ChunkPos, ChunkStream, Deferred, Input, ReadOptions, RecordLayout,
+    RecordSource,
+};
 
 use crate::compression::{CompressedReader, Compression};
 use crate::error::{Error, Result};
-use crate::framing::{Decoded, FRAME_OVERHEAD, FrameDecoder, ReaderOptions, read_error};
+use crate::framing::{Decoded, FrameDecoder, ReaderOptions, read_error};
 
-/// Reads TFRecord files, one after the other, as [`Chunk`]s: runs of whole
-/// frames of about [`with_chunk_bytes`](Self::with_chunk_bytes) bytes.
+/// Counts the bytes read from the file, to attribute stored (compressed)
+/// bytes to chunks.
+struct Counting<R> {
+    inner: R,
+    count: u64,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count += n as u64;
+        Ok(n)
+    }
+}
+
+/// The frame decoder of a stream and the compression that its read errors
+/// are classified by.
+struct TfFrames {
+    decoder: FrameDecoder,
+    compression: Compression,
+}
+
+impl Frames for TfFrames {
+    const OVERHEAD: u64 = 16;
+
+    fn frame(
+        &mut self,
+        data: &[u8],
+    ) -> std::result::Result<std::result::Result<(Range<usize>, usize), u64>, BoxError> {
+        Ok(match self.decoder.decode(data)? {
+            Decoded::Frame(f) => Ok((f.payload, f.len)),
+            Decoded::Incomplete { needed } => Err(needed),
+        })
+    }
+
+    fn finish(&self, rest: &[u8]) -> std::result::Result<(), BoxError> {
+        Ok(self.decoder.finish(rest.len())?)
+    }
+
+    fn record_index(&self) -> u64 {
+        self.decoder.record_index()
+    }
+
+    fn read_error(&self, e: io::Error) -> BoxError {
+        Box::new(read_error(
+            self.decoder.file(),
+            self.decoder.record_index(),
+            self.compression,
+            e,
+        ))
+    }
+}
+
+/// A TFRecord file as chunks of whole frames: each chunk is the longest
+/// run of frames that fits in the chunk size (at least one), so the cut
+/// depends only on the frames, and reading from any chunk boundary cuts
+/// the rest of the file the same way.
 ///
 /// A chunk's `data` holds the frames as read (decompressed), headers and
 /// footers included, and its [`RecordLayout::Spans`] point at the payloads,
-/// so records are never copied. Both CRCs of every frame are checked
-/// before its chunk is handed out (unless the options turn checks off).
+/// so records are never copied. Both CRCs of every frame are checked before
+/// its chunk is handed out, unless the options defer the data CRCs to the
+/// decoding threads ([`Deferred::verify`]; the length CRCs, which the
+/// framing depends on, are always checked here). Compressed files are read
+/// (and inflated) from their start; a position inside one is reached by
+/// inflating and dropping the bytes before it.
+pub struct TfStream {
+    cut: FrameCutter,
+    input: CompressedReader<Counting<Box<dyn Read + Send>>>,
+    compressed: bool,
+    frames: TfFrames,
+    index: u64,
+    stored_mark: u64,
+    options: ReadOptions,
+}
+
+impl fmt::Debug for TfStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TfStream")
+            .field("file", self.frames.decoder.file())
+            .field("record", &self.frames.decoder.record_index())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TfStream {
+    /// `input` (with `compression`) read from chunk boundary `pos`.
+    pub fn open(
+        input: &Input,
+        pos: ChunkPos,
+        options: &ReadOptions,
+        compression: Compression,
+    ) -> Result<Self> {
+        let name = input.name().clone();
+        let io = |source| Error::Io {
+            file: name.clone(),
+            source,
+        };
+        let compressed = compression != Compression::None;
+        // Compressed files are read (and inflated) from their start.
+        let start = if compressed { 0 } else { pos.offset };
+        let (window, raw): (Window, Box<dyn Read + Send>) =
+            match Window::mapped(options, input, start).map_err(io)? {
+                Some(w) if !compressed => (w, Box::new(io::empty())),
+                _ => (
+                    Window::reading(options, frame_buffer(options)),
+                    input.reader_at(start).map_err(io)?,
+                ),
+            };
+        let mut reader = compression.reader(Counting {
+            inner: raw,
+            count: 0,
+        })?;
+        if compressed && pos.offset > 0 {
+            // No seeking in a compressed stream: inflate and drop the
+            // bytes before the chunk (framing and parsing are skipped).
+            let skipped = io::copy(&mut (&mut reader).take(pos.offset), &mut io::sink())
+                .map_err(|e| read_error(&name, pos.record, compression, e))?;
+            if skipped < pos.offset {
+                return Err(read_error(
+                    &name,
+                    pos.record,
+                    compression,
+                    io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("the stream ends before byte {}", pos.offset),
+                    ),
+                ));
+            }
+        }
+        // Bytes read before the chunk (the gzip header, read at once, or
+        // the stream skipped to a resume point) count for no chunk; from
+        // the file's start they count for the first.
+        let stored_mark = if pos.offset > 0 {
+            reader.get_ref().count
+        } else {
+            0
+        };
+        let tf = ReaderOptions::default()
+            .with_check_crc(options.check_crc)
+            .with_limits(options.limits);
+        Ok(TfStream {
+            frames: TfFrames {
+                decoder: FrameDecoder::with_options(name, &tf)
+                    .with_position(pos.record, pos.offset),
+                compression,
+            },
+            cut: FrameCutter::new(window, options),
+            input: reader,
+            compressed,
+            index: pos.index,
+            stored_mark,
+            options: options.clone(),
+        })
+    }
+
+    fn pos(&self) -> ChunkPos {
+        ChunkPos {
+            index: self.index,
+            record: self.frames.decoder.record_index(),
+            offset: self.frames.decoder.offset(),
+        }
+    }
+
+    /// The next chunk and where the one after it starts; `None` at the
+    /// end of the file.
+    pub fn next(&mut self) -> Result<Option<(Chunk, ChunkPos)>> {
+        let start = self.pos();
+        // Data CRCs left to the decoding threads, when the options say so.
+        let defer = self.options.defers_checks();
+        self.frames.decoder.set_data_check(!defer);
+        let cut = self
+            .cut
+            .frames(&mut self.frames, &mut self.input)
+            .map_err(own)?;
+        let Some((spans, len)) = cut else {
+            return Ok(None);
+        };
+        let data = self.cut.window.take(len);
+        let stored_bytes = if self.compressed {
+            let count = self.input.get_ref().count;
+            let stored = count - self.stored_mark;
+            self.stored_mark = count;
+            stored
+        } else {
+            len as u64
+        };
+        let chunk = Chunk {
+            file: self.frames.decoder.file().clone(),
+            index: self.index,
+            first_record: start.record,
+            record_count: spans.len(),
+            stored_bytes,
+            compressed: self.compressed,
+            data,
+            layout: RecordLayout::Spans(spans.into()),
+            offset: start.offset,
+            deferred: if defer {
+                Deferred::VERIFY
+            } else {
+                Deferred::NONE
+            },
+            header: None,
+        };
+        // Saturating: a restored position may hold any number.
+        self.index = self.index.saturating_add(1);
+        Ok(Some((chunk, self.pos())))
+    }
+}
+
+impl ChunkStream for TfStream {
+    fn next_chunk(&mut self) -> Result<Option<(Chunk, ChunkPos)>, BoxError> {
+        Ok(self.next()?)
+    }
+}
+
+/// A frame cutter's error, which [`TfFrames`] made: this crate's.
+fn own(e: BoxError) -> Error {
+    match e.downcast::<Error>() {
+        Ok(e) => *e,
+        Err(other) => Error::Io {
+            file: other.location().map(|l| l.file.clone()).unwrap_or_default(),
+            source: io::Error::other(other.to_string()),
+        },
+    }
+}
+
+/// Reads TFRecord files, one after the other, as [`Chunk`]s: runs of whole
+/// frames of about [`with_chunk_bytes`](Self::with_chunk_bytes) bytes (see
+/// [`TfStream`]).
+///
 /// The records before a damaged frame are handed out first; the error
 /// follows on the next call, and then the source ends.
 ///
@@ -54,29 +280,8 @@ pub struct TfRecordSource {
     files: VecDeque<PathBuf>,
     options: ReaderOptions,
     chunk_bytes: usize,
-    current: Option<OpenFile>,
+    current: Option<TfStream>,
     done: bool,
-}
-
-/// The file being read.
-struct OpenFile {
-    name: Arc<str>,
-    input: CompressedReader<CountingReader<File>>,
-    compressed: bool,
-    decoder: FrameDecoder,
-    /// Bytes read but not yet handed out (starts at a record boundary).
-    buf: BytesMut,
-    /// The previous buffer: its memory is reused once the chunks cut from
-    /// it are dropped, so steady reading allocates (and page-faults) no
-    /// fresh memory.
-    spare: BytesMut,
-    eof: bool,
-    /// A read error that came after some good records, reported on the
-    /// call after those records' chunk.
-    pending: Option<Error>,
-    chunk_index: u64,
-    /// Stored bytes counted at the last chunk handed out.
-    stored_mark: u64,
 }
 
 impl TfRecordSource {
@@ -107,11 +312,16 @@ impl TfRecordSource {
         self
     }
 
-    fn open_next(&mut self) -> Result<Option<OpenFile>> {
+    fn open_next(&mut self) -> Result<Option<TfStream>> {
         let Some(path) = self.files.pop_front() else {
             return Ok(None);
         };
-        OpenFile::open(&path, &self.options).map(Some)
+        let read = ReadOptions::default()
+            .with_chunk_bytes(self.chunk_bytes)
+            .with_check_crc(self.options.check_crc)
+            .with_limits(self.options.limits);
+        let compression = self.options.compression_for(&path);
+        TfStream::open(&Input::local(path), ChunkPos::default(), &read, compression).map(Some)
     }
 }
 
@@ -134,8 +344,8 @@ impl RecordSource for TfRecordSource {
                     }
                 },
             };
-            match file.next_chunk(self.chunk_bytes) {
-                Ok(Some(chunk)) => return Ok(Some(chunk)),
+            match file.next() {
+                Ok(Some((chunk, _))) => return Ok(Some(chunk)),
                 Ok(None) => self.current = None,
                 Err(e) => {
                     self.done = true;
@@ -153,190 +363,8 @@ impl fmt::Debug for TfRecordSource {
         f.debug_struct("TfRecordSource")
             .field("files_left", &self.files.len())
             .field("chunk_bytes", &self.chunk_bytes)
-            .field("current", &self.current.as_ref().map(|c| &c.name))
+            .field("current", &self.current)
             .field("done", &self.done)
             .finish_non_exhaustive()
-    }
-}
-
-impl OpenFile {
-    fn open(path: &Path, options: &ReaderOptions) -> Result<Self> {
-        let name: Arc<str> = path.display().to_string().into();
-        let file = File::open(path).map_err(|source| Error::Io {
-            file: name.clone(),
-            source,
-        })?;
-        let compression = options.compression_for(path);
-        let input = compression.reader(CountingReader {
-            inner: file,
-            count: 0,
-        })?;
-        Ok(OpenFile {
-            decoder: FrameDecoder::with_options(name.clone(), options),
-            name,
-            input,
-            compressed: compression != Compression::None,
-            buf: BytesMut::new(),
-            spare: BytesMut::new(),
-            eof: false,
-            pending: None,
-            chunk_index: 0,
-            stored_mark: 0,
-        })
-    }
-
-    /// The next chunk of this file, `None` at its (clean) end.
-    fn next_chunk(&mut self, chunk_bytes: usize) -> Result<Option<Chunk>> {
-        if let Some(e) = self.pending.take() {
-            return Err(e);
-        }
-        let mut spans: Vec<Range<usize>> = Vec::new();
-        let mut pos = 0;
-        loop {
-            // Take the whole frames already buffered, up to the chunk size.
-            let needed = loop {
-                if pos >= chunk_bytes {
-                    return Ok(Some(self.emit(spans, pos)));
-                }
-                if !spans.is_empty() && !self.fits(pos, chunk_bytes) {
-                    return Ok(Some(self.emit(spans, pos)));
-                }
-                match self.decoder.decode(&self.buf[pos..]) {
-                    Ok(Decoded::Frame(frame)) => {
-                        spans.push(pos + frame.payload.start..pos + frame.payload.end);
-                        pos += frame.len;
-                    }
-                    Ok(Decoded::Incomplete { needed }) => break needed,
-                    // The decoder did not advance: the error comes again on
-                    // the next call, after the good records.
-                    Err(_) if !spans.is_empty() => return Ok(Some(self.emit(spans, pos))),
-                    Err(e) => return Err(e),
-                }
-            };
-            let next_end = (pos as u64).saturating_add(needed);
-            if !spans.is_empty() && (self.eof || next_end > chunk_bytes as u64) {
-                // The next frame does not fit: hand out what we have.
-                return Ok(Some(self.emit(spans, pos)));
-            }
-            if self.eof {
-                self.decoder.finish(self.buf.len() - pos)?;
-                return Ok(None);
-            }
-            if let Err(e) = self.read_block(chunk_bytes.min(grist_tensor::MAX_IO_BUFFER)) {
-                if spans.is_empty() {
-                    return Err(e);
-                }
-                self.pending = Some(e);
-                return Ok(Some(self.emit(spans, pos)));
-            }
-        }
-    }
-
-    /// Whether the frame at `pos` (whose header may be damaged: this is
-    /// only a size hint) ends within `chunk_bytes`; true when its header is
-    /// not buffered yet.
-    fn fits(&self, pos: usize, chunk_bytes: usize) -> bool {
-        match self.buf.get(pos..).and_then(|b| b.first_chunk::<8>()) {
-            Some(len) => {
-                let frame = u64::from_le_bytes(*len).saturating_add(FRAME_OVERHEAD as u64);
-                (pos as u64).saturating_add(frame) <= chunk_bytes as u64
-            }
-            None => true,
-        }
-    }
-
-    /// Appends up to `block` bytes from the input (fewer at its end): the
-    /// buffer grows only by what was asked of the input in one step, never
-    /// by a length read from the data.
-    fn read_block(&mut self, block: usize) -> Result<()> {
-        self.make_room(block);
-        let old = self.buf.len();
-        self.buf.resize(old + block, 0);
-        let mut filled = old;
-        let result = loop {
-            if filled == self.buf.len() {
-                break Ok(());
-            }
-            match self.input.read(&mut self.buf[filled..]) {
-                Ok(0) => {
-                    self.eof = true;
-                    break Ok(());
-                }
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    break Err(read_error(
-                        &self.name,
-                        self.decoder.record_index(),
-                        self.input.compression(),
-                        e,
-                    ));
-                }
-            }
-        };
-        self.buf.truncate(filled);
-        result
-    }
-
-    /// Makes room for `block` more bytes in `buf`: in place when the chunks
-    /// cut from it are gone, else in the spare buffer when its chunks are
-    /// gone, else in a new buffer (and the current one becomes the spare).
-    fn make_room(&mut self, block: usize) {
-        if self.buf.capacity() - self.buf.len() >= block || self.buf.try_reclaim(block) {
-            return;
-        }
-        let want = self.buf.len() + block;
-        let next = if self.spare.try_reclaim(want) {
-            std::mem::take(&mut self.spare)
-        } else {
-            // Room for two blocks, so that this buffer, once reclaimed, also
-            // fits a block plus the partial frame left over.
-            BytesMut::with_capacity(want.max(2 * block))
-        };
-        let mut old = std::mem::replace(&mut self.buf, next);
-        self.buf.extend_from_slice(&old);
-        old.clear();
-        self.spare = old;
-    }
-
-    /// Hands out the first `len` bytes of the buffer as a chunk.
-    fn emit(&mut self, spans: Vec<Range<usize>>, len: usize) -> Chunk {
-        let data = self.buf.split_to(len).freeze();
-        let record_count = spans.len();
-        let stored_bytes = if self.compressed {
-            let count = self.input.get_ref().count;
-            let stored = count - self.stored_mark;
-            self.stored_mark = count;
-            stored
-        } else {
-            len as u64
-        };
-        let chunk = Chunk {
-            file: self.name.clone(),
-            index: self.chunk_index,
-            first_record: self.decoder.record_index() - record_count as u64,
-            record_count,
-            stored_bytes,
-            compressed: self.compressed,
-            data,
-            layout: RecordLayout::Spans(spans.into()),
-        };
-        self.chunk_index += 1;
-        chunk
-    }
-}
-
-/// Counts the bytes read from the file, to attribute stored (compressed)
-/// bytes to chunks.
-struct CountingReader<R> {
-    inner: R,
-    count: u64,
-}
-
-impl<R: Read> Read for CountingReader<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.count += n as u64;
-        Ok(n)
     }
 }

@@ -1,0 +1,75 @@
+//! grist reads ML training records into tensor batches, fast: TFRecord
+//! files of `tf.train.Example` / `SequenceExample`, Avro object container
+//! files, HFAiLab's FFRecord and OneFlow's OFRecord.
+//!
+//! This crate is the front door. It holds the [`registry`] of the formats
+//! (which format a file is in: by name, then by content), and [`loader`],
+//! a [`LoaderBuilder`] that knows them all. The format crates are
+//! re-exported whole ([`tfrecord`], [`avro`], [`ffrecord`], [`ofrecord`],
+//! [`tensor`]), the loader's types at the root.
+//!
+//! ```
+//! use grist::tensor::{DType, FeatureSpec, Values};
+//! use grist::tfrecord::{ExampleBuilder, RecordWriter};
+//!
+//! let dir = tempfile::tempdir()?;
+//! // A TFRecord file named as Spark names its parts: TFRecord by extension.
+//! let path = dir.path().join("part-00000.tfrecord");
+//! let mut w = RecordWriter::create(&path, Default::default())?;
+//! for i in 0..10i64 {
+//!     w.write_record(&ExampleBuilder::new().with_int64s("id", [i]).encode())?;
+//! }
+//! w.finish()?;
+//!
+//! let mut loader = grist::loader()
+//!     .with_path(dir.path())
+//!     .with_specs([FeatureSpec::dense("id", DType::Int64, [])])
+//!     .with_batch_size(4)
+//!     .build()?;
+//! assert_eq!(loader.format().name(), "TFRecord");
+//! let batch = loader.next_batch().unwrap()?;
+//! let Values::Int64(ids) = &batch.get("id").unwrap().as_dense().unwrap().values else {
+//!     unreachable!()
+//! };
+//! assert_eq!(ids, &[0, 1, 2, 3]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs, unreachable_pub)]
+#![forbid(unsafe_code)]
+
+use std::sync::Arc;
+
+pub use grist_avro_tensor as avro;
+pub use grist_ffrecord as ffrecord;
+pub use grist_loader::{
+    Access, Epochs, Error as LoadError, Loader, LoaderBuilder, LoaderState, MAX_THREADS,
+    RandomAccess, ShardMode, Stats, Threads, autotune,
+};
+pub use grist_ofrecord as ofrecord;
+pub use grist_tensor as tensor;
+pub use grist_tensor::{Format, Registry};
+pub use grist_tfrecord as tfrecord;
+
+/// Every grist format, in the order content sniffing tries them: TFRecord
+/// (a frame whose length CRC holds), Avro (`Obj\x01`), FFRecord (a header
+/// whose checksum holds), OFRecord (a length prefix and a feature map).
+///
+/// ```
+/// let registry = grist::registry();
+/// let names: Vec<_> = registry.formats().iter().map(|f| f.id()).collect();
+/// assert_eq!(names, ["tfrecord", "avro", "ffrecord", "ofrecord"]);
+/// assert_eq!(registry.by_name("part-00000").unwrap().id(), "ofrecord");
+/// assert_eq!(registry.by_name("part-00000.tfrecord.gz").unwrap().id(), "tfrecord");
+/// ```
+pub fn registry() -> Registry {
+    Registry::new()
+        .with_format(Arc::new(grist_tfrecord::TfRecordFormat))
+        .with_format(Arc::new(grist_avro_tensor::AvroFormat))
+        .with_format(Arc::new(grist_ffrecord::FfrFormat::default()))
+        .with_format(Arc::new(grist_ofrecord::OfRecordFormat::default()))
+}
+
+/// A loader builder that knows every grist format ([`registry`]).
+pub fn loader() -> LoaderBuilder {
+    LoaderBuilder::new().with_registry(registry())
+}

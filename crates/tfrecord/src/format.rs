@@ -1,0 +1,443 @@
+//! [`TfRecordFormat`]: TFRecord behind the format contract
+//! ([`grist_tensor::Format`]): names and content that say TFRecord,
+//! streams of frame runs, records by number through DALI index files, the
+//! tf.Example decoder, and records one by one.
+
+use std::io::Read;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use grist_tensor::{
+    BatchBuilder, BoxError, ByNumber, Chunk, ChunkPos, ChunkStream, FeatureSpec, Format,
+    FramedFile, FramedFiles, Gathered, Input, Limits, NameMatch, RandomAccess, RawRecord,
+    ReadOptions, Record, RecordLayout, RecordOptions, Records, SpecFile,
+};
+
+use crate::compression::Compression;
+use crate::decoder::ExampleDecoder;
+use crate::error::{Error, Location, Result};
+use crate::framing::{Decoded, FrameDecoder, ReaderOptions, data_crc_matches, masked_crc32c};
+use crate::index::parse_index;
+use crate::records::{example_to_json, sequence_example_to_json};
+use crate::source::TfStream;
+
+/// The file-name endings of TFRecord data, before a compression suffix.
+const EXTENSIONS: [&str; 3] = [".tfrecord", ".tfrecords", ".tfr"];
+
+/// The compression suffixes a TFRecord file name may end with.
+const COMPRESSIONS: [&str; 5] = [".gz", ".zz", ".zlib", ".zst", ".zstd"];
+
+/// TFRecord files of `tf.train.Example` (or `SequenceExample`) records, as
+/// a [`Format`].
+///
+/// A file is TFRecord by its name when it ends in `.tfrecord`,
+/// `.tfrecords` or `.tfr`, optionally followed by a compression suffix
+/// (`.gz`, `.zz`/`.zlib`, `.zst`/`.zstd`); by its content when its first
+/// frame's length CRC holds (inflated first, when it starts like a GZIP or
+/// ZLIB stream). The compression comes from the suffix, or, for names
+/// without a TFRecord extension, from the first bytes.
+///
+/// ```
+/// use grist_tensor::{Format, NameMatch};
+/// use grist_tfrecord::TfRecordFormat;
+///
+/// let f = TfRecordFormat;
+/// assert_eq!(f.name_match("part-00000.tfrecord.gz"), NameMatch::Extension);
+/// assert_eq!(f.name_match("part-00000"), NameMatch::No);
+/// // An empty record's frame: its length, the length's CRC, its CRC.
+/// let frame = [0, 0, 0, 0, 0, 0, 0, 0, 0x29, 0x03, 0x98, 0x07, 0xd8, 0xea, 0x82, 0xa2];
+/// assert!(f.sniff(&frame, 16));
+/// assert!(!f.sniff(b"Obj\x01 and more bytes", 20));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TfRecordFormat;
+
+/// The file name `name` without a compression suffix, lower-cased.
+fn stem(name: &str) -> String {
+    let lower = name.to_ascii_lowercase();
+    for c in COMPRESSIONS {
+        if let Some(s) = lower.strip_suffix(c) {
+            return s.to_string();
+        }
+    }
+    lower
+}
+
+/// Whether the first 12 bytes of `head` are a frame header whose length
+/// CRC holds.
+fn frame_header_holds(head: &[u8]) -> bool {
+    match (head.first_chunk::<8>(), head.get(8..12)) {
+        (Some(len), Some(crc)) => {
+            masked_crc32c(len) == u32::from_le_bytes(crc.try_into().unwrap_or_default())
+        }
+        _ => false,
+    }
+}
+
+/// The compression the first bytes of a file say: GZIP's magic, or a
+/// ZLIB header (CMF 0x78 with a valid check).
+fn compression_by_magic(head: &[u8]) -> Compression {
+    match head {
+        [0x1f, 0x8b, ..] if Compression::Gzip.is_enabled() => Compression::Gzip,
+        [0x78, flg, ..] if (0x7800u16 | u16::from(*flg)) % 31 == 0 => {
+            if Compression::Zlib.is_enabled() {
+                Compression::Zlib
+            } else {
+                Compression::None
+            }
+        }
+        _ => Compression::None,
+    }
+}
+
+impl TfRecordFormat {
+    /// The compression of `input`: its name's suffix when the name says
+    /// TFRecord, else its first bytes (a `.bin` file may be GZIP).
+    pub fn compression_of(&self, input: &Input) -> Compression {
+        let name = input.file_name();
+        if self.name_match(name) == NameMatch::Extension {
+            return Compression::from_path(Path::new(name));
+        }
+        let mut head = [0u8; 2];
+        let peeked = input
+            .reader_at(0)
+            .and_then(|mut r| r.read_exact(&mut head))
+            .is_ok();
+        if peeked {
+            compression_by_magic(&head)
+        } else {
+            Compression::None
+        }
+    }
+}
+
+impl Format for TfRecordFormat {
+    fn id(&self) -> &'static str {
+        "tfrecord"
+    }
+
+    fn name(&self) -> &'static str {
+        "TFRecord"
+    }
+
+    fn extensions(&self) -> &'static [&'static str] {
+        &[
+            ".tfrecord",
+            ".tfrecords",
+            ".tfr",
+            "(+ .gz, .zz, .zlib, .zst, .zstd)",
+        ]
+    }
+
+    fn name_match(&self, name: &str) -> NameMatch {
+        let stem = stem(name);
+        if EXTENSIONS.iter().any(|e| stem.ends_with(e)) {
+            NameMatch::Extension
+        } else {
+            NameMatch::No
+        }
+    }
+
+    fn sniff(&self, head: &[u8], size: u64) -> bool {
+        let fits = |head: &[u8], size: Option<u64>| {
+            frame_header_holds(head)
+                && size.is_none_or(|size| {
+                    let len = u64::from_le_bytes(*head.first_chunk::<8>().expect("checked"));
+                    len.checked_add(16).is_some_and(|frame| frame <= size)
+                })
+        };
+        if fits(head, Some(size)) {
+            return true;
+        }
+        // A compressed stream: inflate what is there (a cut stream gives
+        // what it can) and look at the first frame's header.
+        let compression = compression_by_magic(head);
+        if compression == Compression::None {
+            return false;
+        }
+        let mut inflated = Vec::new();
+        if let Ok(r) = compression.reader(head) {
+            let _ = r.take(12).read_to_end(&mut inflated);
+        }
+        fits(&inflated, None)
+    }
+
+    fn decoder(
+        &self,
+        spec: &SpecFile,
+        limits: Limits,
+    ) -> Result<Box<dyn grist_tensor::Decoder>, BoxError> {
+        Ok(Box::new(
+            ExampleDecoder::from_spec_file(spec)?.with_limits(limits),
+        ))
+    }
+
+    fn stream(
+        &self,
+        input: &Input,
+        pos: ChunkPos,
+        options: &ReadOptions,
+    ) -> Result<Box<dyn ChunkStream>, BoxError> {
+        Ok(Box::new(TfStream::open(
+            input,
+            pos,
+            options,
+            self.compression_of(input),
+        )?))
+    }
+
+    fn random_access(
+        &self,
+        inputs: &[Input],
+        mode: RandomAccess,
+        _shuffle: bool,
+    ) -> Result<bool, BoxError> {
+        if mode == RandomAccess::Off {
+            return Ok(false);
+        }
+        let missing = inputs.iter().find(|i| {
+            self.compression_of(i) != Compression::None || !i.with_suffix(".idx").exists()
+        });
+        match (missing, mode) {
+            (None, _) => Ok(true),
+            (Some(_), RandomAccess::Auto) => Ok(false),
+            (Some(i), _) => Err(Box::new(grist_tensor::TensorError::Unsupported {
+                what: format!(
+                    "{}: TFRecord files are read by record number only when uncompressed and \
+                     indexed ({} is missing or the file is compressed)",
+                    i.name(),
+                    i.with_suffix(".idx").name()
+                ),
+            })),
+        }
+    }
+
+    fn by_number(
+        &self,
+        inputs: &[Input],
+        options: &ReadOptions,
+    ) -> Result<Box<dyn ByNumber>, BoxError> {
+        let files = inputs
+            .iter()
+            .map(|input| {
+                let entries = index_entries(input)?;
+                Ok(FramedFile::open(input, entries, options)?)
+            })
+            .collect::<Result<Vec<_>, BoxError>>()?;
+        Ok(Box::new(Indexed {
+            files: FramedFiles::new(files, options.limits),
+            options: ReaderOptions::default()
+                .with_check_crc(options.check_crc)
+                .with_limits(options.limits),
+        }))
+    }
+
+    fn records(
+        &self,
+        inputs: &[Input],
+        options: &RecordOptions,
+    ) -> Result<Box<dyn Records>, BoxError> {
+        Ok(Box::new(TfRecords {
+            format: *self,
+            inputs: inputs.to_vec(),
+            next_input: 0,
+            options: options.clone(),
+            current: None,
+        }))
+    }
+}
+
+/// The frames of `input` by its index file `<input>.idx`, each checked to
+/// lie inside the file.
+fn index_entries(input: &Input) -> Result<Vec<(u64, u64)>> {
+    let index = input.with_suffix(".idx");
+    let io = |file: &Input| {
+        let file = file.name().clone();
+        move |source| Error::Io { file, source }
+    };
+    let text = index.read_all().map_err(io(&index))?;
+    let size = input.size().map_err(io(input))?;
+    let entries = parse_index(&text, index.name())?;
+    entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            if e.offset.checked_add(e.len).is_none_or(|end| end > size) {
+                Err(Error::BadIndex {
+                    file: index.name().clone(),
+                    line: i as u64 + 1,
+                    reason: format!(
+                        "frame {} +{} ends past the end of the {size}-byte file",
+                        e.offset, e.len
+                    ),
+                })
+            } else {
+                Ok((e.offset, e.len))
+            }
+        })
+        .collect()
+}
+
+/// Indexed TFRecord files, read by record number.
+#[derive(Debug)]
+struct Indexed {
+    files: FramedFiles,
+    options: ReaderOptions,
+}
+
+impl ByNumber for Indexed {
+    fn counts(&self) -> Vec<u64> {
+        self.files.counts()
+    }
+
+    fn read(&self, wants: &[(usize, u64)], _defer_checks: bool) -> Result<Gathered, BoxError> {
+        self.files.read(wants, |input, r, offset, frame| {
+            let len = frame.len();
+            let mut dec = FrameDecoder::with_options(input.name().clone(), &self.options)
+                .with_position(r, offset);
+            match dec.decode(&frame)? {
+                Decoded::Frame(fr) if fr.len == len => Ok(frame.slice(fr.payload)),
+                other => Err(Box::new(grist_tensor::TensorError::BadIndex {
+                    at: grist_tensor::Location::record(input.name().clone(), r),
+                    reason: format!(
+                        "the index says the frame at {offset} is {len} bytes, the file's frame {}",
+                        match other {
+                            Decoded::Frame(fr) => format!("is {} bytes", fr.len),
+                            Decoded::Incomplete { needed } => format!("needs {needed} bytes"),
+                        }
+                    ),
+                })),
+            }
+        })
+    }
+}
+
+impl grist_tensor::Decoder for ExampleDecoder {
+    fn clone_box(&self) -> Box<dyn grist_tensor::Decoder> {
+        Box::new(self.clone())
+    }
+
+    fn specs(&self) -> &[FeatureSpec] {
+        ExampleDecoder::specs(self)
+    }
+
+    fn new_batch(&self, rows: usize) -> BatchBuilder {
+        ExampleDecoder::new_batch(self, rows)
+    }
+
+    fn decode_chunk(
+        &mut self,
+        chunk: &Chunk,
+        rows: Range<usize>,
+        out: &mut BatchBuilder,
+    ) -> Result<Option<usize>, BoxError> {
+        for i in rows {
+            let at = Location::new(
+                chunk.file.clone(),
+                chunk.first_record.saturating_add(i as u64),
+            );
+            let record = chunk.record(i).ok_or_else(|| Error::RecordOutOfRange {
+                file: chunk.file.clone(),
+                record: at.record,
+                count: chunk.first_record.saturating_add(chunk.record_count as u64),
+            })?;
+            self.decode(record, &at, out)?;
+        }
+        Ok(None)
+    }
+
+    fn decode_record(
+        &mut self,
+        file: &Arc<str>,
+        record: &Record,
+        out: &mut BatchBuilder,
+    ) -> Result<(), BoxError> {
+        Ok(self.decode(
+            &record.payload,
+            &Location::new(file.clone(), record.record),
+            out,
+        )?)
+    }
+
+    /// Checks the data CRCs of the frames of `rows`, as the frame decoder
+    /// would have: a mismatch is TensorFlow's `corrupted record at
+    /// <payload offset>`.
+    fn verify(&self, chunk: &Chunk, rows: Range<usize>) -> Result<(), BoxError> {
+        let RecordLayout::Spans(spans) = &chunk.layout else {
+            return Ok(());
+        };
+        for row in rows {
+            let Some(span) = spans.get(row) else {
+                // Not a row of the chunk: decoding reports it.
+                return Ok(());
+            };
+            if !data_crc_matches(&chunk.data, span.clone()) {
+                return Err(Box::new(Error::CorruptData {
+                    at: Location::new(
+                        chunk.file.clone(),
+                        chunk.first_record.saturating_add(row as u64),
+                    ),
+                    offset: chunk.offset + span.start as u64,
+                }));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// TFRecord files record by record.
+struct TfRecords {
+    format: TfRecordFormat,
+    inputs: Vec<Input>,
+    next_input: usize,
+    options: RecordOptions,
+    /// The stream being read and the records of its chunk not handed out.
+    current: Option<(TfStream, Option<(Chunk, usize)>)>,
+}
+
+impl Records for TfRecords {
+    fn next_record(&mut self) -> Result<Option<RawRecord>, BoxError> {
+        loop {
+            let Some((stream, chunk)) = &mut self.current else {
+                let Some(input) = self.inputs.get(self.next_input) else {
+                    return Ok(None);
+                };
+                self.next_input += 1;
+                let compression = self.format.compression_of(input);
+                let stream =
+                    TfStream::open(input, ChunkPos::default(), &self.options.read, compression)?;
+                self.current = Some((stream, None));
+                continue;
+            };
+            if let Some((c, at)) = chunk {
+                if let Some(bytes) = c.record(*at) {
+                    let bytes = match &c.layout {
+                        RecordLayout::Spans(spans) => c.data.slice(spans[*at].clone()),
+                        RecordLayout::Sequential => Bytes::copy_from_slice(bytes),
+                    };
+                    let record = c.first_record + *at as u64;
+                    *at += 1;
+                    return Ok(Some(RawRecord {
+                        at: grist_tensor::Location::record(c.file.clone(), record),
+                        bytes,
+                    }));
+                }
+            }
+            match stream.next()? {
+                Some((c, _)) => *chunk = Some((c, 0)),
+                None => self.current = None,
+            }
+        }
+    }
+
+    fn to_json(&self, record: &RawRecord) -> Result<serde_json::Value, BoxError> {
+        let at = Location::new(record.at.file.clone(), record.at.record.unwrap_or_default());
+        Ok(if self.options.sequence {
+            sequence_example_to_json(&record.bytes, &at)?
+        } else {
+            example_to_json(&record.bytes, &at)?
+        })
+    }
+}
