@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use grist_avro_tensor::{Codec, ContainerWriter, WriterOptions, schema_for_specs};
-use grist_loader::{Epochs, Format, Loader, Threads};
+use grist_loader::{Epochs, Threads};
 use grist_tensor::{SpecFile, synth};
 use grist_tfrecord::{Compression, RecordWriter};
 
@@ -31,7 +31,7 @@ const SHUFFLE_BUFFER: usize = 10_000;
 struct Data {
     name: &'static str,
     path: PathBuf,
-    format: Format,
+    format: &'static str,
     spec: SpecFile,
 }
 
@@ -65,7 +65,7 @@ fn write_all(dir: &Path) -> Vec<Data> {
         out.push(Data {
             name,
             path,
-            format: Format::Avro,
+            format: "avro",
             spec: native_spec.clone(),
         });
     }
@@ -85,7 +85,7 @@ fn write_all(dir: &Path) -> Vec<Data> {
         out.push(Data {
             name,
             path,
-            format: Format::Tfrecord,
+            format: "tfrecord",
             spec: example_spec.clone(),
         });
     }
@@ -98,7 +98,7 @@ fn write_all(dir: &Path) -> Vec<Data> {
     out.push(Data {
         name: "ffrecord",
         path: ffr,
-        format: Format::Ffrecord,
+        format: "ffrecord",
         spec: example_spec.clone(),
     });
     let of = dir.join("prod19.ofrecord");
@@ -112,7 +112,7 @@ fn write_all(dir: &Path) -> Vec<Data> {
     out.push(Data {
         name: "ofrecord",
         path: of,
-        format: Format::Ofrecord,
+        format: "ofrecord",
         spec: example_spec,
     });
     out
@@ -132,9 +132,10 @@ fn loader(c: &mut Criterion) {
                 };
                 let id = format!("t{t}_{}", if shuffle { "shuffle" } else { "ordered" });
                 for batch in [64usize, 256, 1024] {
-                    let mut l = Loader::builder()
+                    let format = grist::registry().get(d.format).expect("a format");
+                    let mut l = grist::loader()
                         .with_path(&d.path)
-                        .with_format(d.format)
+                        .with_format(format)
                         .with_spec_file(d.spec.clone())
                         .with_batch_size(batch)
                         .with_threads(threads)

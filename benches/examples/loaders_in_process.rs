@@ -38,7 +38,7 @@ fn loader(spec: &str, file: &str, threads: usize, mmap: bool) -> Loader {
     } else {
         Access::read()
     };
-    Loader::builder()
+    grist::loader()
         .with_path(file)
         .with_spec_path(spec)
         .with_batch_size(1024)

@@ -13,10 +13,10 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use grist_loader::{Epochs, Error, Loader, LoaderBuilder, RandomAccess, Threads};
+use grist_loader::{Epochs, Error, LoaderBuilder, RandomAccess, Threads};
 use grist_tensor::{Access, DType, FeatureSpec, Limits};
 
-/// The four formats (`grist_loader::Format` may grow).
+/// The four formats (`grist::registry()` may grow).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     /// TFRecord, uncompressed, streamed.
@@ -147,7 +147,7 @@ struct Run {
 
 /// A loader of `paths` with the settings both runs share.
 fn builder(paths: &[PathBuf], lenient: bool, crc: bool) -> LoaderBuilder {
-    Loader::builder()
+    grist::loader()
         .with_paths(paths.iter().cloned())
         .with_specs(specs(lenient))
         .with_epochs(Epochs::Count(1))

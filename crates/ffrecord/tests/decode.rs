@@ -95,7 +95,12 @@ fn tfrecord_corpus_examples_stored_as_samples_parse_as_tensorflow_did() {
                 let chunk = chunk.as_ref().unwrap();
                 let got_chunk = by_chunk
                     .decode_chunk(chunk, rows, &mut out)
-                    .and_then(|()| by_chunk.finish(&mut out, &chunk.file, first, None));
+                    .map_err(|e| e.to_string())
+                    .and_then(|_| {
+                        by_chunk
+                            .finish(&mut out, &chunk.file, first, None)
+                            .map_err(|e| e.to_string())
+                    });
                 if Some(b as u64) == failing {
                     let e = got.expect_err(&id);
                     assert_eq!(e.kind().name(), "payload", "{id}: {e}");

@@ -25,10 +25,10 @@ pub enum Error {
     #[error("{at}: the batch starting here")]
     Batch {
         /// The batch's first record.
-        at: Location,
+        at: Box<Location>,
         /// What was wrong.
         #[source]
-        source: TensorError,
+        source: Box<TensorError>,
     },
 
     // -- bad arguments --
@@ -43,7 +43,7 @@ pub enum Error {
     /// Sources that could not be listed, or whose format could not be
     /// told (see [`RegistryError`]).
     #[error(transparent)]
-    Sources(#[from] RegistryError),
+    Sources(Box<RegistryError>),
     /// A saved state that does not belong to a loader built with these
     /// arguments.
     #[error("the saved loader state does not fit this loader: {reason}")]
@@ -132,6 +132,12 @@ impl FormatError for Error {
 impl From<BoxError> for Error {
     fn from(e: BoxError) -> Self {
         Error::Format(e)
+    }
+}
+
+impl From<RegistryError> for Error {
+    fn from(e: RegistryError) -> Self {
+        Error::Sources(Box::new(e))
     }
 }
 

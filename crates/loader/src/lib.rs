@@ -3,8 +3,11 @@
 //! batch, for Avro, TFRecord, FFRecord and OFRecord alike.
 //!
 //! A [`LoaderBuilder`] takes the sources (files, folders, glob patterns),
-//! the features to decode ([`grist_tensor::FeatureSpec`]s or a spec file)
-//! and the options; the [`Loader`] it builds is an iterator of
+//! the formats they may be in (a [`grist_tensor::Registry`], or one
+//! [`grist_tensor::Format`]: the loader names no format itself; the
+//! `grist` crate's `grist::loader()` knows them all), the features to
+//! decode ([`grist_tensor::FeatureSpec`]s or a spec file) and the options;
+//! the [`Loader`] it builds is an iterator of
 //! `Result<`[`grist_tensor::Batch`]`>`. Inside, data moves like this:
 //!
 //! * a prefetch thread reads ahead, up to a byte budget: chunks of the
@@ -30,9 +33,10 @@
 //!   a data-parallel job with every record read exactly once.
 //!
 //! ```
+//! use std::sync::Arc;
 //! use grist_loader::{Epochs, Loader, Threads};
 //! use grist_tensor::{DType, FeatureSpec, Values};
-//! use grist_tfrecord::{ExampleBuilder, RecordWriter};
+//! use grist_tfrecord::{ExampleBuilder, RecordWriter, TfRecordFormat};
 //!
 //! // Two TFRecord files of 100 records each.
 //! let dir = tempfile::tempdir()?;
@@ -46,6 +50,7 @@
 //! }
 //!
 //! let mut loader = Loader::builder()
+//!     .with_format(Arc::new(TfRecordFormat))
 //!     .with_path(dir.path().join("*.tfrecord"))
 //!     .with_specs([FeatureSpec::dense("id", DType::Int64, [])])
 //!     .with_batch_size(32)

@@ -1117,8 +1117,8 @@ impl Loader {
         done: &crate::decode::BatchOut,
     ) -> Result<Batch> {
         let batch = out.finish().map_err(|source| Error::Batch {
-            at: Location::record(first.0, first.1),
-            source,
+            at: Box::new(Location::record(first.0, first.1)),
+            source: Box::new(source),
         })?;
         let threads = done.timings.len().max(1);
         // Not learnt from: the first batch of a run of a thread count

@@ -10,7 +10,7 @@ fn without_shuffle_records_come_in_file_order() {
     for kind in KINDS {
         let fx = Fixture::standard(kind);
         let mut loader = fx.builder().build().unwrap();
-        assert_eq!(loader.format(), fx.format());
+        assert_eq!(loader.format().id(), fx.format());
         let batches = drain(&mut loader);
         let ids = ids_by_epoch(&batches);
         assert_eq!(ids, vec![(0..fx.total).collect::<Vec<_>>()], "{kind:?}");

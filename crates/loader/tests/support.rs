@@ -1,11 +1,27 @@
 //! Test data: the same records in every format, and loaders over them.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use grist_avro_tensor::{Codec, ContainerWriter, schema_for_specs};
-use grist_loader::{Format, Loader, LoaderBuilder, LoaderState, RandomAccess, Threads};
-use grist_tensor::{Batch, DType, FeatureSpec, Values};
+use grist_loader::{Loader, LoaderBuilder, LoaderState, RandomAccess, Threads};
+use grist_tensor::{Batch, DType, FeatureSpec, Registry, Values};
 use grist_tfrecord::{Compression, ExampleBuilder, RecordWriter};
+
+/// Every format, as the `grist` crate's registry has them (the loader
+/// knows none itself).
+pub fn registry() -> Registry {
+    Registry::new()
+        .with_format(Arc::new(grist_tfrecord::TfRecordFormat))
+        .with_format(Arc::new(grist_avro_tensor::AvroFormat))
+        .with_format(Arc::new(grist_ffrecord::FfrFormat::default()))
+        .with_format(Arc::new(grist_ofrecord::OfRecordFormat::default()))
+}
+
+/// A loader builder that knows every format.
+pub fn loader() -> LoaderBuilder {
+    Loader::builder().with_registry(registry())
+}
 
 /// The ways the tests read data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,7 +221,7 @@ impl Fixture {
             Kind::Ofrecord => RandomAccess::Off,
             _ => RandomAccess::Auto,
         };
-        Loader::builder()
+        loader()
             .with_paths(self.sources.clone())
             .with_specs(specs())
             .with_batch_size(16)
@@ -214,12 +230,13 @@ impl Fixture {
             .with_threads(Threads::Fixed(2))
     }
 
-    pub fn format(&self) -> Format {
+    /// The id of the fixture's format.
+    pub fn format(&self) -> &'static str {
         match self.kind {
-            Kind::Tfrecord | Kind::TfrecordGzip | Kind::TfrecordIndexed => Format::Tfrecord,
-            Kind::Avro | Kind::AvroDeflate => Format::Avro,
-            Kind::Ffrecord => Format::Ffrecord,
-            Kind::Ofrecord | Kind::OfrecordIndexed => Format::Ofrecord,
+            Kind::Tfrecord | Kind::TfrecordGzip | Kind::TfrecordIndexed => "tfrecord",
+            Kind::Avro | Kind::AvroDeflate => "avro",
+            Kind::Ffrecord => "ffrecord",
+            Kind::Ofrecord | Kind::OfrecordIndexed => "ofrecord",
         }
     }
 }

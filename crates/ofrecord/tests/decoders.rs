@@ -36,6 +36,7 @@ fn decode_all(case: &Case, fields: &[Field]) -> Result<grist_tensor::Batch, Box<
     while let Some(chunk) = source.next_chunk().unwrap() {
         let rows = out.rows();
         if let Err(e) = decoder.decode_chunk(&chunk, 0..chunk.record_count, &mut out) {
+            let e = *e.downcast::<Error>().expect("an OFRecord error");
             let g = global(&e);
             // The rows before the failing one were kept, whole.
             assert!(out.rows() >= rows);

@@ -1,7 +1,7 @@
-//! Loads files through grist-loader once and prints what it measured:
+//! Loads files through the grist loader once and prints what it measured:
 //! `load SPEC.json SHUFFLE_BUFFER THREADS(N|autotune) BATCH FILE...`.
 
-use grist_loader::{Loader, Threads};
+use grist::Threads;
 use grist_tensor::SpecFile;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -16,7 +16,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "autotune" => Threads::Autotune,
         n => Threads::Fixed(n.parse()?),
     };
-    let mut loader = Loader::builder()
+    let mut loader = grist::loader()
         .with_spec_file(spec)
         .with_shuffle(buffer > 0)
         .with_shuffle_buffer(buffer)
