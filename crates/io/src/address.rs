@@ -125,6 +125,7 @@ impl Address {
         matches!(self.kind, Kind::Remote(_))
     }
 
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     pub(crate) fn remote(&self) -> Option<&Remote> {
         match &self.kind {
             Kind::Remote(r) => Some(r),

@@ -350,6 +350,10 @@ impl Store {
             }));
         }
         block_on(within(&self.retry, name, None, async {
+            // Some servers (s3s-fs) fail a HEAD of a folder instead of
+            // answering 404: that failure stands only if no listing shows
+            // a folder there.
+            let mut head_failure = None;
             if !addr.remote().is_some_and(|r| r.key.ends_with('/')) {
                 match self.object.head(&path).await {
                     Ok(meta) => {
@@ -359,19 +363,24 @@ impl Store {
                         }));
                     }
                     Err(object_store::Error::NotFound { .. }) => {}
-                    Err(e) => return Err(read_error(name, None, 1, e)),
+                    Err(e) => head_failure = Some(read_error(name, None, 1, e)),
                 }
             }
             if self.http {
-                return Ok(None);
+                return head_failure.map_or(Ok(None), Err);
             }
-            let listed = self
-                .object
-                .list_with_delimiter(Some(&path))
-                .await
-                .map_err(|e| Error::list(name, Flat::boxed(e)))?;
-            let is_dir = !listed.objects.is_empty() || !listed.common_prefixes.is_empty();
-            Ok(is_dir.then_some(Meta { size: 0, is_dir }))
+            let listed = self.object.list_with_delimiter(Some(&path)).await;
+            match (listed, head_failure) {
+                (Ok(l), _) if !l.objects.is_empty() || !l.common_prefixes.is_empty() => {
+                    Ok(Some(Meta {
+                        size: 0,
+                        is_dir: true,
+                    }))
+                }
+                (_, Some(failure)) => Err(failure),
+                (Ok(_), None) => Ok(None),
+                (Err(e), None) => Err(Error::list(name, Flat::boxed(e))),
+            }
         }))
     }
 
@@ -675,11 +684,14 @@ async fn run_fetch(mut f: Fetch<'_>) -> Result<()> {
 /// A target of [`read_into`]: a range of an object and where it goes.
 type Part<'a> = (&'a Arc<RemoteObject>, Range<u64>, &'a mut [u8]);
 
+/// The parts of [`read_into`] that read one object.
+type Group<'a> = (&'a Arc<RemoteObject>, Vec<(Range<u64>, &'a mut [u8])>);
+
 /// The remote parts of [`crate::read_into`]: nearby ranges of one object
 /// are fetched together, everything concurrently.
 pub(crate) fn read_into(parts: Vec<Part<'_>>) -> Result<()> {
     // Group by object, keeping each group's parts in order.
-    let mut groups: Vec<(&Arc<RemoteObject>, Vec<(Range<u64>, &mut [u8])>)> = Vec::new();
+    let mut groups: Vec<Group<'_>> = Vec::new();
     for (object, range, out) in parts {
         match groups.iter_mut().find(|(o, _)| Arc::ptr_eq(o, object)) {
             Some((_, g)) => g.push((range, out)),

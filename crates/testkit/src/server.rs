@@ -105,6 +105,9 @@ async fn serve(
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((socket, _)) = accepted else { continue };
+                // Without it, a response written in two pieces waits for the
+                // client's delayed ACK (40 ms) before its second piece.
+                let _ = socket.set_nodelay(true);
                 let (http, service) = (http.clone(), service.clone());
                 tokio::spawn(async move {
                     let _ = http.serve_connection(TokioIo::new(socket), service).await;
