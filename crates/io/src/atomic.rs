@@ -1,21 +1,4 @@
-//! Writing a file atomically: into a temporary sibling, synced, then
-//! renamed over the final name, so a reader never sees a truncated file
-//! under that name. The format crates' writers share it.
-//!
-//! ```
-//! use std::io::Write;
-//! use grist_io::AtomicTarget;
-//!
-//! let dir = tempfile::tempdir()?;
-//! let dest = dir.path().join("out.bin");
-//! let (mut file, target) = AtomicTarget::create(&dest)?;
-//! file.write_all(b"all or nothing")?;
-//! assert!(!dest.exists());
-//! target.sync()?;
-//! target.commit()?;
-//! assert_eq!(std::fs::read(&dest)?, b"all or nothing");
-//! # Ok::<(), std::io::Error>(())
-//! ```
+//! Atomic local writes.
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
@@ -24,6 +7,25 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A temporary sibling of `dest`, removed on drop unless committed.
+///
+/// Writing a file atomically: into a temporary sibling, synced, then
+/// renamed over the final name, so a reader never sees a truncated file
+/// under that name. The format crates' writers share it.
+///
+/// ```
+/// use std::io::Write;
+/// use grist_io::AtomicTarget;
+///
+/// let dir = tempfile::tempdir()?;
+/// let dest = dir.path().join("out.bin");
+/// let (mut file, target) = AtomicTarget::create(&dest)?;
+/// file.write_all(b"all or nothing")?;
+/// assert!(!dest.exists());
+/// target.sync()?;
+/// target.commit()?;
+/// assert_eq!(std::fs::read(&dest)?, b"all or nothing");
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct AtomicTarget {
     /// A handle on the temporary file, for fsync.
     file: File,

@@ -305,7 +305,7 @@ pub(crate) fn coalesce(ranges: &[Range<u64>], gap: u64) -> Coalesced {
 /// let mut out = [0u8; 6];
 /// read_into(&[(&a, 2..4), (&b, 0..3), (&a, 9..10)], &mut out)?;
 /// assert_eq!(&out, b"23abc9");
-/// # Ok::<(), grist_io::Error>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn read_into(parts: &[(&Object, Range<u64>)], out: &mut [u8]) -> Result<()> {
     let mut total: u64 = 0;

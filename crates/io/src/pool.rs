@@ -1,19 +1,4 @@
-//! Read buffers that come back when the last slice of them is dropped, so
-//! steady reading neither zeroes nor page-faults fresh memory for every
-//! batch (FFRecord's batched reads, the loader's reads by record number).
-//!
-//! ```
-//! use std::sync::Arc;
-//! use grist_io::BufferPool;
-//!
-//! let pool = Arc::new(BufferPool::default());
-//! let mut buf = pool.take(4);
-//! buf.copy_from_slice(b"abcd");
-//! let bytes = BufferPool::share(&pool, buf, 3);
-//! assert_eq!(&bytes[..], b"abc");
-//! drop(bytes); // the buffer is back, contents and all
-//! assert_eq!(&pool.take(2)[..4], b"abcd");
-//! ```
+//! Read buffers that return to their pool.
 
 use std::sync::{Arc, Mutex, Weak};
 
@@ -23,6 +8,23 @@ use bytes::Bytes;
 const KEEP: usize = 4;
 
 /// Free read buffers, shared by the clones of one reader.
+///
+/// Read buffers that come back when the last slice of them is dropped, so
+/// steady reading neither zeroes nor page-faults fresh memory for every
+/// batch (FFRecord's batched reads, the loader's reads by record number).
+///
+/// ```
+/// use std::sync::Arc;
+/// use grist_io::BufferPool;
+///
+/// let pool = Arc::new(BufferPool::default());
+/// let mut buf = pool.take(4);
+/// buf.copy_from_slice(b"abcd");
+/// let bytes = BufferPool::share(&pool, buf, 3);
+/// assert_eq!(&bytes[..], b"abc");
+/// drop(bytes); // the buffer is back, contents and all
+/// assert_eq!(&pool.take(2)[..4], b"abcd");
+/// ```
 #[derive(Debug, Default)]
 pub struct BufferPool {
     free: Mutex<Vec<Vec<u8>>>,

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
+use object_store::MultipartId;
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path as StorePath;
 use object_store::{
@@ -514,6 +515,23 @@ impl Store {
         ))
     }
 
+    pub(crate) fn create_streaming(self: &Arc<Self>, addr: &Address) -> Result<Writer> {
+        let path = Store::object_path(addr)?;
+        Ok(Writer::streaming(
+            addr,
+            StreamUpload {
+                store: self.clone(),
+                path,
+                name: addr.name().clone(),
+                buf: Vec::new(),
+                pos: 0,
+                parts: None,
+                failed: false,
+                committed: false,
+            },
+        ))
+    }
+
     pub(crate) fn remove(self: &Arc<Self>, addr: &Address) -> Result<()> {
         let path = Store::object_path(addr)?;
         let name = addr.name();
@@ -787,6 +805,19 @@ impl RemoteReader {
     }
 }
 
+/// Waits for the next block, from a plain thread (or, like [`block_on`],
+/// from a helper thread when called inside a tokio runtime, where blocking
+/// in place is refused).
+fn recv<T: Send>(rx: &mut tokio::sync::mpsc::Receiver<T>) -> Option<T> {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return rx.blocking_recv();
+    }
+    std::thread::scope(|s| match s.spawn(|| rx.blocking_recv()).join() {
+        Ok(out) => out,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
+}
+
 impl io::Read for RemoteReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         while self.current.is_empty() {
@@ -799,7 +830,7 @@ impl io::Read for RemoteReader {
                     self.name
                 )));
             }
-            match self.rx.blocking_recv() {
+            match recv(&mut self.rx) {
                 Some(Ok(bytes)) => {
                     self.remaining = self.remaining.saturating_sub(bytes.len() as u64);
                     self.current = bytes;
@@ -915,28 +946,206 @@ impl Upload {
         Ok(())
     }
 
-    /// Makes a request until it succeeds, fails for good, or runs out of
-    /// attempts or time.
-    async fn retried<T, F, Fut>(&self, mut request: F) -> Result<T>
+    async fn retried<T, F, Fut>(&self, request: F) -> Result<T>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = object_store::Result<T>>,
     {
-        let retry = self.store.retry;
-        within(&retry, &self.name, None, async {
-            let mut attempt = 0;
-            loop {
-                attempt += 1;
-                match request().await {
-                    Ok(out) => return Ok(out),
-                    Err(e) if attempt < retry.attempts() && worth_retrying(&e) => {
-                        tokio::time::sleep(retry.backoff(attempt)).await;
-                    }
-                    Err(e) => return Err(write_error(&self.name, attempt, e)),
+        retried(self.store.retry, &self.name, request).await
+    }
+}
+
+/// Makes a write request until it succeeds, fails for good, or runs out of
+/// attempts or time.
+async fn retried<T, F, Fut>(retry: Retry, name: &Arc<str>, mut request: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = object_store::Result<T>>,
+{
+    within(&retry, name, None, async {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match request().await {
+                Ok(out) => return Ok(out),
+                Err(e) if attempt < retry.attempts() && worth_retrying(&e) => {
+                    tokio::time::sleep(retry.backoff(attempt)).await;
                 }
+                Err(e) => return Err(write_error(name, attempt, e)),
             }
-        })
-        .await
+        }
+    })
+    .await
+}
+
+/// A multipart upload under way.
+struct Parts {
+    multipart: Arc<dyn MultipartStore>,
+    id: MultipartId,
+    /// Parts sent and not yet known to have arrived, oldest first.
+    in_flight: std::collections::VecDeque<tokio::task::JoinHandle<Result<PartId>>>,
+    /// Parts that arrived, in order.
+    done: Vec<PartId>,
+}
+
+/// A remote [`Writer`] that uploads as it goes: each full part is sent in
+/// the background while the next is written, with up to the storage's
+/// concurrency in flight. It cannot seek back.
+pub(crate) struct StreamUpload {
+    store: Arc<Store>,
+    path: StorePath,
+    name: Arc<str>,
+    buf: Vec<u8>,
+    /// Bytes written so far.
+    pos: u64,
+    parts: Option<Parts>,
+    /// A part failed: the upload is lost, every write fails.
+    failed: bool,
+    committed: bool,
+}
+
+impl StreamUpload {
+    fn part_size(&self) -> usize {
+        self.store.part_size
+    }
+
+    pub(crate) fn position(&self) -> u64 {
+        self.pos
+    }
+
+    pub(crate) fn write(&mut self, data: &[u8]) -> Result<usize> {
+        if self.failed {
+            return Err(Error::Write {
+                address: self.name.clone(),
+                attempts: 1,
+                source: "an earlier part of this upload failed".into(),
+            });
+        }
+        let room = self.part_size() - self.buf.len();
+        let n = data.len().min(room);
+        self.buf.extend_from_slice(&data[..n]);
+        self.pos += n as u64;
+        if self.buf.len() == self.part_size() && self.store.multipart.is_some() {
+            if let Err(e) = self.send_part() {
+                self.failed = true;
+                return Err(e);
+            }
+        }
+        Ok(n)
+    }
+
+    /// Sends the buffer as the next part, starting the upload if need be,
+    /// and waits for the oldest part when too many are in flight.
+    fn send_part(&mut self) -> Result<()> {
+        let Some(multipart) = self.store.multipart.clone() else {
+            return Ok(());
+        };
+        let retry = self.store.retry;
+        if self.parts.is_none() {
+            let id = block_on(retried(retry, &self.name, || {
+                multipart.create_multipart(&self.path)
+            }))?;
+            self.parts = Some(Parts {
+                multipart: multipart.clone(),
+                id,
+                in_flight: Default::default(),
+                done: Vec::new(),
+            });
+        }
+        let data = Bytes::from(std::mem::replace(
+            &mut self.buf,
+            Vec::with_capacity(self.store.part_size),
+        ));
+        let Some(parts) = self.parts.as_mut() else {
+            return Ok(());
+        };
+        let index = parts.done.len() + parts.in_flight.len();
+        let (name, path, id) = (self.name.clone(), self.path.clone(), parts.id.clone());
+        parts.in_flight.push_back(runtime().spawn(async move {
+            retried(retry, &name, || {
+                multipart.put_part(&path, &id, index, PutPayload::from(data.clone()))
+            })
+            .await
+        }));
+        while parts.in_flight.len() > self.store.concurrency {
+            Self::reap_one(parts, &self.name)?;
+        }
+        Ok(())
+    }
+
+    fn reap_one(parts: &mut Parts, name: &Arc<str>) -> Result<()> {
+        if let Some(task) = parts.in_flight.pop_front() {
+            let part = block_on(task).map_err(|e| write_error(name, 1, e))??;
+            parts.done.push(part);
+        }
+        Ok(())
+    }
+
+    /// Sends what is left and completes the upload (or sends it all in one
+    /// request when it never filled a part).
+    pub(crate) fn commit(mut self) -> Result<()> {
+        let result = self.finish();
+        if result.is_ok() {
+            self.committed = true;
+        }
+        result
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        if self.failed {
+            return Err(Error::Write {
+                address: self.name.clone(),
+                attempts: 1,
+                source: "an earlier part of this upload failed".into(),
+            });
+        }
+        if self.parts.is_none() {
+            let data = Bytes::from(std::mem::take(&mut self.buf));
+            let (store, path) = (&self.store, &self.path);
+            return block_on(retried(store.retry, &self.name, || {
+                let payload = PutPayload::from(data.clone());
+                async move {
+                    store
+                        .object
+                        .put_opts(path, payload, Default::default())
+                        .await
+                        .map(|_| ())
+                }
+            }));
+        }
+        if !self.buf.is_empty() {
+            self.send_part()?;
+        }
+        let Some(parts) = self.parts.as_mut() else {
+            return Ok(());
+        };
+        while !parts.in_flight.is_empty() {
+            Self::reap_one(parts, &self.name)?;
+        }
+        let (multipart, id, done) = (&parts.multipart, &parts.id, &parts.done);
+        block_on(retried(self.store.retry, &self.name, || {
+            multipart.complete_multipart(&self.path, id, done.clone())
+        }))?;
+        Ok(())
+    }
+}
+
+impl Drop for StreamUpload {
+    fn drop(&mut self) {
+        if self.committed {
+            return;
+        }
+        if let Some(parts) = self.parts.take() {
+            for task in &parts.in_flight {
+                task.abort();
+            }
+            // Best effort, as for a failed upload: the parts already sent
+            // would otherwise linger until a lifecycle rule removes them.
+            let timeout = self.store.retry.request_timeout();
+            let abort = parts.multipart.abort_multipart(&self.path, &parts.id);
+            // The timer must be made inside the runtime.
+            let _ = block_on(async { tokio::time::timeout(timeout, abort).await });
+        }
     }
 }
 

@@ -145,7 +145,7 @@ pub struct Entry {
 }
 
 /// The options shared by the clones of a [`Storage`].
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct Config {
     pub(crate) access: Access,
     pub(crate) options: Vec<(String, String)>,
@@ -153,6 +153,21 @@ pub(crate) struct Config {
     pub(crate) concurrency: usize,
     pub(crate) part_size: usize,
     pub(crate) block_size: Option<usize>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Option values hold secrets (keys, tokens): only their names show.
+        let keys: Vec<&str> = self.options.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("Config")
+            .field("access", &self.access)
+            .field("options", &keys)
+            .field("retry", &self.retry)
+            .field("concurrency", &self.concurrency)
+            .field("part_size", &self.part_size)
+            .field("block_size", &self.block_size)
+            .finish()
+    }
 }
 
 /// The smallest part of a multipart upload that S3 accepts (but the last).
@@ -389,6 +404,17 @@ impl Storage {
         }
     }
 
+    /// Starts an atomic write that streams: for an object, parts are
+    /// uploaded as they fill (no local spool file, memory bounded by the
+    /// part size times the concurrency), but the writer cannot seek back or
+    /// read. A local file is written as by [`create`](Self::create).
+    pub fn create_streaming(&self, addr: &Address) -> Result<Writer> {
+        match addr.local_path() {
+            Some(path) => Writer::local(addr, path),
+            None => remote!(self, addr, |s| s.create_streaming(addr)),
+        }
+    }
+
     /// Removes a file or object. Removing one that is not there is not an
     /// error (object stores cannot tell).
     pub fn remove(&self, addr: &Address) -> Result<()> {
@@ -451,6 +477,16 @@ pub(crate) const MATCH: glob::MatchOptions = glob::MatchOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_output_hides_option_values() {
+        let s = Storage::new().with_remote_option("aws_secret_access_key", "hunter2");
+        let text = format!("{s:?}");
+        assert!(
+            text.contains("aws_secret_access_key") && !text.contains("hunter2"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn backoff_doubles_up_to_the_max() {

@@ -22,6 +22,12 @@ use crate::{Address, AtomicTarget, Error, Result};
 /// which is aborted if it fails. Readers see the object only once it is
 /// complete.
 ///
+/// [`Storage::create_streaming`](crate::Storage::create_streaming) makes a
+/// remote writer without a spool: each full part goes up in the background
+/// while the next is written, with up to the storage's concurrency in
+/// flight. It cannot seek back nor read; dropped uncommitted, it aborts the
+/// upload.
+///
 /// ```
 /// use std::io::{Seek, SeekFrom, Write};
 /// use grist_io::{Address, Storage};
@@ -52,6 +58,8 @@ enum Kind {
         spool: File,
         upload: remote::Upload,
     },
+    #[cfg(feature = "remote")]
+    Stream(remote::StreamUpload),
 }
 
 impl Writer {
@@ -72,6 +80,14 @@ impl Writer {
         }
     }
 
+    #[cfg(feature = "remote")]
+    pub(crate) fn streaming(addr: &Address, upload: remote::StreamUpload) -> Writer {
+        Writer {
+            address: addr.clone(),
+            kind: Kind::Stream(upload),
+        }
+    }
+
     /// Where the bytes go.
     pub fn address(&self) -> &Address {
         &self.address
@@ -89,15 +105,36 @@ impl Writer {
             }
             #[cfg(feature = "remote")]
             Kind::Remote { spool, upload } => upload.commit(&spool),
+            #[cfg(feature = "remote")]
+            Kind::Stream(upload) => upload.commit(),
         }
     }
 
-    fn file(&mut self) -> &mut File {
+    /// The file written to; `None` for a streaming upload, which has none.
+    fn file(&mut self) -> Option<&mut File> {
         match &mut self.kind {
-            Kind::Local { file, .. } => file,
+            Kind::Local { file, .. } => Some(file),
             #[cfg(feature = "remote")]
-            Kind::Remote { spool, .. } => spool,
+            Kind::Remote { spool, .. } => Some(spool),
+            #[cfg(feature = "remote")]
+            Kind::Stream(_) => None,
         }
+    }
+
+    #[cfg(feature = "remote")]
+    fn stream(&mut self) -> Option<&mut remote::StreamUpload> {
+        match &mut self.kind {
+            Kind::Stream(upload) => Some(upload),
+            _ => None,
+        }
+    }
+
+    fn cannot(&self, what: &'static str) -> io::Error {
+        Error::Unsupported {
+            address: self.address.name().clone(),
+            what,
+        }
+        .into()
     }
 }
 
@@ -111,26 +148,47 @@ impl fmt::Debug for Writer {
 
 impl Write for Writer {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.file().write(buf)
-    }
-
-    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.file().write_all(buf)
+        if let Some(file) = self.file() {
+            return file.write(buf);
+        }
+        #[cfg(feature = "remote")]
+        if let Some(upload) = self.stream() {
+            return upload.write(buf).map_err(io::Error::from);
+        }
+        Ok(0)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.file().flush()
+        match self.file() {
+            Some(file) => file.flush(),
+            // Parts go up when full; the rest on commit.
+            None => Ok(()),
+        }
     }
 }
 
 impl Read for Writer {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.file().read(buf)
+        match self.file() {
+            Some(file) => file.read(buf),
+            None => Err(self.cannot("reading back a streaming upload")),
+        }
     }
 }
 
 impl Seek for Writer {
     fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
-        self.file().seek(pos)
+        if let Some(file) = self.file() {
+            return file.seek(pos);
+        }
+        // A streaming upload can only tell where it is.
+        #[cfg(feature = "remote")]
+        if let Some(upload) = self.stream() {
+            let at = upload.position();
+            if matches!(pos, SeekFrom::Current(0)) || pos == SeekFrom::Start(at) {
+                return Ok(at);
+            }
+        }
+        Err(self.cannot("seeking in a streaming upload (use Storage::create)"))
     }
 }

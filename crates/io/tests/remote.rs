@@ -284,3 +284,62 @@ fn plain_http_cannot_list() {
         Err(Error::Unsupported { .. })
     ));
 }
+
+#[test]
+fn a_streaming_upload_sends_parts_as_they_fill() {
+    let r = Remote::new(&[]);
+    let storage = r
+        .storage
+        .clone()
+        .with_part_size(5 << 20)
+        .with_concurrency(2);
+    let faults = r.server.faults();
+    let addr = r.addr("streamed.tfrecord");
+    let data = pattern(11 << 20, 10);
+    let mut w = storage.create_streaming(&addr).unwrap();
+    for chunk in data.chunks(1 << 20) {
+        w.write_all(chunk).unwrap();
+    }
+    assert_eq!(w.stream_position().unwrap(), data.len() as u64);
+    assert!(w.seek(SeekFrom::Start(0)).is_err());
+    assert!(w.read(&mut [0; 4]).is_err());
+    // Two full parts go up in the background; the object is not there yet.
+    let t = std::time::Instant::now();
+    while faults.counts().puts < 2 && t.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let before = faults.counts();
+    assert_eq!((before.posts, before.puts), (1, 2), "{before:?}");
+    assert_eq!(storage.stat(&addr).unwrap(), None);
+    w.commit().unwrap();
+    let after = faults.counts();
+    assert_eq!((after.posts, after.puts), (2, 3), "{after:?}");
+    assert!(
+        storage.read_all(&addr).unwrap() == data,
+        "uploaded bytes differ"
+    );
+
+    // Small: one request on commit.
+    let small = r.addr("small.bin");
+    let mut w = storage.create_streaming(&small).unwrap();
+    w.write_all(b"tiny").unwrap();
+    faults.reset_counts();
+    w.commit().unwrap();
+    assert_eq!((faults.counts().puts, faults.counts().posts), (1, 0));
+    assert_eq!(&storage.read_all(&small).unwrap()[..], b"tiny");
+
+    // Dropped after a part: the upload is aborted and nothing is left.
+    let dropped = r.addr("dropped.bin");
+    let mut w = storage.create_streaming(&dropped).unwrap();
+    w.write_all(&data[..6 << 20]).unwrap();
+    faults.reset_counts();
+    drop(w);
+    assert_eq!(faults.counts().deletes, 1);
+    assert_eq!(storage.stat(&dropped).unwrap(), None);
+    let leftovers: Vec<_> = std::fs::read_dir(r.server.root())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with(".upload"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
