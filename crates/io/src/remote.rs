@@ -322,11 +322,12 @@ impl Store {
             store: self.clone(),
             path: Store::object_path(addr)?,
             name: addr.name().clone(),
+            e_tag: None,
         })
     }
 
     pub(crate) fn open(self: &Arc<Self>, addr: &Address) -> Result<Object> {
-        let object = self.remote_object(addr)?;
+        let mut object = self.remote_object(addr)?;
         let name = addr.name();
         let meta = block_on(within(&self.retry, name, None, async {
             self.object
@@ -334,6 +335,7 @@ impl Store {
                 .await
                 .map_err(|e| read_error(name, None, 1, e))
         }))?;
+        object.e_tag = meta.e_tag;
         Ok(Object::new(
             addr.clone(),
             meta.size,
@@ -461,7 +463,7 @@ impl Store {
     }
 
     pub(crate) fn read_all(self: &Arc<Self>, addr: &Address) -> Result<Bytes> {
-        let object = self.remote_object(addr)?;
+        let mut object = self.remote_object(addr)?;
         let name = addr.name();
         block_on(async {
             // One request without a range: the size comes with the body.
@@ -471,7 +473,7 @@ impl Store {
                     .get_opts(&object.path, GetOptions::default())
                     .await
                     .map_err(|e| read_error(name, None, 1, e))?;
-                let size = result.meta.size;
+                let (size, e_tag) = (result.meta.size, result.meta.e_tag.clone());
                 let mut buf = Vec::new();
                 let mut stream = result.into_stream();
                 while let Some(chunk) = stream.next().await {
@@ -482,10 +484,11 @@ impl Store {
                         Err(_) => break,
                     }
                 }
-                Ok((buf, size))
+                Ok((buf, size, e_tag))
             })
             .await?;
-            let (mut buf, size) = first;
+            let (mut buf, size, e_tag) = first;
+            object.e_tag = e_tag;
             let filled = buf.len();
             if (filled as u64) < size {
                 let total = usize::try_from(size).map_err(|_| Error::BufferLength {
@@ -558,6 +561,10 @@ pub(crate) struct RemoteObject {
     store: Arc<Store>,
     path: StorePath,
     name: Arc<str>,
+    /// The version opened: every range is asked for with `If-Match`, so
+    /// that an object replaced while it is read fails instead of mixing
+    /// two versions' bytes.
+    e_tag: Option<String>,
 }
 
 impl RemoteObject {
@@ -614,6 +621,7 @@ impl RemoteObject {
             let from = range.start + filled as u64;
             let options = GetOptions {
                 range: Some(GetRange::Bounded(from..range.end)),
+                if_match: self.e_tag.clone(),
                 ..GetOptions::default()
             };
             let result = self

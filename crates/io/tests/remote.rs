@@ -343,3 +343,17 @@ fn a_streaming_upload_sends_parts_as_they_fill() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+#[test]
+fn lists_more_than_a_page() {
+    let names: Vec<String> = (0..1100).map(|i| format!("many/f{i:05}.bin")).collect();
+    let objects: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), &b"x"[..])).collect();
+    let r = Remote::new(&objects);
+    let listed = r.storage.list(&r.addr("many/")).unwrap();
+    assert_eq!(listed.len(), 1100);
+    assert_eq!(listed[1099].address.as_str(), "s3://data/many/f01099.bin");
+    assert_eq!(
+        r.storage.glob("s3://data/many/f010*.bin").unwrap().len(),
+        100
+    );
+}
