@@ -180,8 +180,13 @@ impl S3Server {
     ///
     /// # Panics
     ///
-    /// If the folder cannot be made.
+    /// If `name` is not a valid bucket name (3 to 63 lowercase letters,
+    /// digits, dots and hyphens: the server answers 400 to any other) or
+    /// the folder cannot be made.
     pub fn bucket(&self, name: &str) -> PathBuf {
+        if let Err(e) = valid_bucket(name) {
+            panic!("{e}");
+        }
         let dir = self.root.join(name);
         if let Err(e) = std::fs::create_dir_all(&dir) {
             panic!("cannot create bucket folder {}: {e}", dir.display());
@@ -193,6 +198,7 @@ impl S3Server {
     /// copying (the server only reads it).
     #[cfg(unix)]
     pub fn link(&self, name: &str, dir: &Path) -> io::Result<()> {
+        valid_bucket(name)?;
         std::os::unix::fs::symlink(dir.canonicalize()?, self.root.join(name))
     }
 
@@ -211,6 +217,7 @@ impl S3Server {
             }
             Ok(())
         }
+        valid_bucket(name)?;
         copy(dir, &self.root.join(name))
     }
 
@@ -253,6 +260,18 @@ impl S3Server {
             .with_remote_option("aws_allow_http", "true")
             .with_remote_option("aws_virtual_hosted_style_request", "false")
             .with_retry(S3Server::test_retry())
+    }
+}
+
+/// Bucket names the server accepts, as S3 does.
+fn valid_bucket(name: &str) -> io::Result<()> {
+    if s3s::path::check_bucket_name(name) {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{name:?} is not a valid S3 bucket name (3 to 63 of a-z, 0-9, '.', '-')"),
+        ))
     }
 }
 
