@@ -1,0 +1,194 @@
+//! Atomic writes.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+#[cfg(feature = "remote")]
+use crate::remote;
+use crate::{Address, AtomicTarget, Error, Result};
+
+/// An atomic write: the bytes appear under their final name only when
+/// [`commit`](Writer::commit) succeeds; a writer dropped uncommitted, or
+/// whose commit fails, leaves nothing behind.
+///
+/// A local file is written to a temporary sibling `.name.tmp-<pid>-<n>`,
+/// synced, renamed over the final name, and its folder synced (see
+/// [`AtomicTarget`]). An object is written to a local spool file (so the
+/// writer can seek back and read, as the FFRecord and OFRecord writers do)
+/// and `commit` uploads it: in one request when it fits in one part, else
+/// as a multipart upload whose parts go up concurrently, each retried, and
+/// which is aborted if it fails. Readers see the object only once it is
+/// complete.
+///
+/// [`Storage::create_streaming`](crate::Storage::create_streaming) makes a
+/// remote writer without a spool: each full part goes up in the background
+/// while the next is written, with up to the storage's concurrency in
+/// flight. It cannot seek back nor read; dropped uncommitted, it aborts the
+/// upload.
+///
+/// ```
+/// use std::io::{Seek, SeekFrom, Write};
+/// use grist_io::{Address, Storage};
+///
+/// let dir = tempfile::tempdir()?;
+/// let addr = Address::from(dir.path().join("out.bin"));
+/// let mut w = Storage::new().create(&addr)?;
+/// w.write_all(b"....body")?;
+/// w.seek(SeekFrom::Start(0))?;
+/// w.write_all(b"head")?; // a header written last
+/// assert!(!dir.path().join("out.bin").exists());
+/// w.commit()?;
+/// assert_eq!(std::fs::read(dir.path().join("out.bin"))?, b"headbody");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Writer {
+    address: Address,
+    kind: Kind,
+}
+
+enum Kind {
+    Local {
+        file: File,
+        target: AtomicTarget,
+    },
+    #[cfg(feature = "remote")]
+    Remote {
+        spool: File,
+        upload: remote::Upload,
+    },
+    #[cfg(feature = "remote")]
+    Stream(remote::StreamUpload),
+}
+
+impl Writer {
+    pub(crate) fn local(addr: &Address, path: &Path) -> Result<Writer> {
+        let (file, target) =
+            AtomicTarget::create(path).map_err(|e| Error::write(addr.name(), e))?;
+        Ok(Writer {
+            address: addr.clone(),
+            kind: Kind::Local { file, target },
+        })
+    }
+
+    #[cfg(feature = "remote")]
+    pub(crate) fn remote(addr: &Address, spool: File, upload: remote::Upload) -> Writer {
+        Writer {
+            address: addr.clone(),
+            kind: Kind::Remote { spool, upload },
+        }
+    }
+
+    #[cfg(feature = "remote")]
+    pub(crate) fn streaming(addr: &Address, upload: remote::StreamUpload) -> Writer {
+        Writer {
+            address: addr.clone(),
+            kind: Kind::Stream(upload),
+        }
+    }
+
+    /// Where the bytes go.
+    pub fn address(&self) -> &Address {
+        &self.address
+    }
+
+    /// Makes the bytes written visible under the final name: syncs and
+    /// renames a local file, uploads an object.
+    pub fn commit(self) -> Result<()> {
+        let name = self.address.name().clone();
+        match self.kind {
+            Kind::Local { file, target } => {
+                drop(file);
+                target.sync().map_err(|e| Error::write(&name, e))?;
+                target.commit().map_err(|e| Error::write(&name, e))
+            }
+            #[cfg(feature = "remote")]
+            Kind::Remote { spool, upload } => upload.commit(&spool),
+            #[cfg(feature = "remote")]
+            Kind::Stream(upload) => upload.commit(),
+        }
+    }
+
+    /// The file written to; `None` for a streaming upload, which has none.
+    fn file(&mut self) -> Option<&mut File> {
+        match &mut self.kind {
+            Kind::Local { file, .. } => Some(file),
+            #[cfg(feature = "remote")]
+            Kind::Remote { spool, .. } => Some(spool),
+            #[cfg(feature = "remote")]
+            Kind::Stream(_) => None,
+        }
+    }
+
+    #[cfg(feature = "remote")]
+    fn stream(&mut self) -> Option<&mut remote::StreamUpload> {
+        match &mut self.kind {
+            Kind::Stream(upload) => Some(upload),
+            _ => None,
+        }
+    }
+
+    fn cannot(&self, what: &'static str) -> io::Error {
+        Error::Unsupported {
+            address: self.address.name().clone(),
+            what,
+        }
+        .into()
+    }
+}
+
+impl fmt::Debug for Writer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Writer")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Write for Writer {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if let Some(file) = self.file() {
+            return file.write(buf);
+        }
+        #[cfg(feature = "remote")]
+        if let Some(upload) = self.stream() {
+            return upload.write(buf).map_err(io::Error::from);
+        }
+        Ok(0)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self.file() {
+            Some(file) => file.flush(),
+            // Parts go up when full; the rest on commit.
+            None => Ok(()),
+        }
+    }
+}
+
+impl Read for Writer {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.file() {
+            Some(file) => file.read(buf),
+            None => Err(self.cannot("reading back a streaming upload")),
+        }
+    }
+}
+
+impl Seek for Writer {
+    fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
+        if let Some(file) = self.file() {
+            return file.seek(pos);
+        }
+        // A streaming upload can only tell where it is.
+        #[cfg(feature = "remote")]
+        if let Some(upload) = self.stream() {
+            let at = upload.position();
+            if matches!(pos, SeekFrom::Current(0)) || pos == SeekFrom::Start(at) {
+                return Ok(at);
+            }
+        }
+        Err(self.cannot("seeking in a streaming upload (use Storage::create)"))
+    }
+}

@@ -1,0 +1,31 @@
+//! Dev-only test support for grist: an S3-compatible server on the
+//! loopback interface, with fault injection, for the tests and benchmarks
+//! of every grist crate.
+//!
+//! [`S3Server`] serves a folder (each subfolder is a bucket) with `s3s` and
+//! `s3s-fs`, on its own tokio runtime thread, behind static credentials.
+//! Its [`Faults`] handle adds latency, answers 503, drops or stalls
+//! responses, and counts requests; [`S3Server::storage`] is a
+//! [`grist_io::Storage`] already pointed at it.
+//!
+//! ```
+//! use grist_io::Address;
+//! use grist_testkit::S3Server;
+//!
+//! let dir = tempfile::tempdir()?;
+//! let server = S3Server::start(dir.path());
+//! std::fs::write(server.bucket("data").join("hello.txt"), b"hello, s3")?;
+//! let storage = server.storage();
+//! let object = storage.open(&Address::parse(&server.url("data", "hello.txt"))?)?;
+//! assert_eq!(&object.read_range(7..9)?[..], b"s3");
+//! assert_eq!(server.faults().counts().heads, 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs, unreachable_pub)]
+#![forbid(unsafe_code)]
+
+mod faults;
+mod server;
+
+pub use faults::{Counts, Fault, Faults};
+pub use server::{ACCESS_KEY, REGION, S3Server, S3ServerBuilder, SECRET_KEY};
