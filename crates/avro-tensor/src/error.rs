@@ -220,6 +220,10 @@ pub enum Error {
         /// The limit.
         max: u64,
     },
+    /// Reading or writing through the storage layer failed (the message
+    /// names the file or URL and the bytes).
+    #[error(transparent)]
+    Storage(#[from] grist_tensor::StorageError),
     /// An I/O error.
     #[error("{file}: {source}")]
     Io {

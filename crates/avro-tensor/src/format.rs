@@ -234,10 +234,7 @@ impl Records for AvroRecords {
                     return Ok(None);
                 };
                 self.next_input += 1;
-                let raw = input.reader_at(0).map_err(|source| Error::Io {
-                    file: input.name().clone(),
-                    source,
-                })?;
+                let raw = input.reader_at(0).map_err(Error::from)?;
                 let blocks = BlockReader::new(
                     BufReader::with_capacity(1 << 20, raw),
                     input.name().clone(),

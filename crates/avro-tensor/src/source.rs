@@ -13,7 +13,7 @@ use std::sync::Arc;
 use grist_tensor::chunking::{FRAME_HEAD_ROOM, Window, fill_size};
 use grist_tensor::{
     BoxError, Chunk, ChunkPos, ChunkStream, Deferred, Input, ReadOptions, RecordLayout,
-    RecordSource,
+    RecordSource, StorageError,
 };
 
 use crate::codec::Codec;
@@ -71,14 +71,10 @@ impl AvroStream {
     /// `input` read from block boundary `pos`.
     pub fn open(input: &Input, pos: ChunkPos, options: &ReadOptions) -> Result<Self> {
         let name = input.name().clone();
-        let io = |source| Error::Io {
-            file: name.clone(),
-            source,
-        };
         let mut head = BufReader::with_capacity(
             64 << 10,
             Counting {
-                inner: input.reader_at(0).map_err(io)?,
+                inner: input.reader_at(0)?,
                 count: 0,
             },
         );
@@ -91,7 +87,7 @@ impl AvroStream {
             header_len
         };
         let (window, input): (Window, Box<dyn Read + Send>) =
-            match Window::mapped(options, input, start).map_err(io)? {
+            match Window::mapped(options, input, start)? {
                 Some(w) => (w, Box::new(io::empty())),
                 None if start == header_len => {
                     // Go on from the header: what was read past it first.
@@ -102,7 +98,7 @@ impl AvroStream {
                         Box::new(io::Cursor::new(rest).chain(inner)),
                     )
                 }
-                None => (Window::copying(), input.reader_at(start).map_err(io)?),
+                None => (Window::copying(), input.reader_at(start)?),
             };
         let window = if options.shuffled {
             window
@@ -181,9 +177,12 @@ impl AvroStream {
                     let size = fill_size(there, self.read_size, missing, self.read_size);
                     self.window
                         .fill(&mut self.input, size, &mut self.eof)
-                        .map_err(|source| Error::Io {
-                            file: self.name.clone(),
-                            source,
+                        .map_err(|e| match StorageError::from_io(&self.name, e) {
+                            Ok(e) => Error::Storage(e),
+                            Err(source) => Error::Io {
+                                file: self.name.clone(),
+                                source,
+                            },
                         })?;
                 }
             }

@@ -318,6 +318,10 @@ pub enum Error {
         /// The limit that was hit.
         source: TensorError,
     },
+    /// Reading or writing through the storage layer failed (the message
+    /// names the file or URL and the bytes).
+    #[error(transparent)]
+    Storage(#[from] grist_tensor::StorageError),
     /// An I/O error.
     #[error("{file}: {source}")]
     Io {
@@ -375,7 +379,7 @@ impl Error {
             | Error::CountMismatch { .. }
             | Error::Spec(_) => ErrorKind::Argument,
             Error::SampleTooLarge { .. } | Error::TooLarge { .. } => ErrorKind::Limit,
-            Error::Io { .. } => ErrorKind::Io,
+            Error::Io { .. } | Error::Storage(_) => ErrorKind::Io,
         }
     }
 
@@ -397,6 +401,7 @@ impl Error {
             Error::RawPayload { file, .. } => Some(file),
             Error::Example { source, .. } => source.location().map(|l| &l.file),
             Error::OfRecord { source, .. } => source.location().map(|l| &l.file),
+            Error::Storage(e) => grist_tensor::FormatError::location(e).map(|l| &l.file),
             Error::IndexOutOfRange { .. } | Error::Spec(_) => None,
         }
     }

@@ -81,7 +81,7 @@ impl FfrFormat {
     }
 
     fn open(&self, inputs: &[Input], options: ReaderOptions) -> Result<FfrReader, Error> {
-        FfrReader::open_files(inputs.iter().map(Input::path), options)
+        FfrReader::open_inputs(inputs, options)
     }
 }
 

@@ -2,19 +2,18 @@
 //! number.
 
 use std::fmt;
-use std::fs::{self, File};
-use std::io;
-use std::os::unix::fs::FileExt;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use grist_tensor::{Limits, prefetch_ahead};
+use grist_io::{Address, Object, Storage};
+use grist_tensor::{Input, Limits, StorageError, prefetch_ahead};
 
 use crate::error::{Error, Result, SampleAt};
 use crate::header::{FileHeader, HeaderDecoder, PREFIX_LEN, check_sample, encode_header};
 use crate::source::FfrSource;
-use grist_tensor::pool::BufferPool;
+use grist_io::BufferPool;
 
 /// How sample bytes are fetched from the files: positioned reads (`pread`)
 /// into buffers the reader owns by default ([`Access::read`]), or slices of
@@ -159,8 +158,9 @@ pub struct Sample {
 
 /// Where a file's bytes come from.
 enum Backing {
-    /// Positioned reads.
-    File(File),
+    /// Ranged reads through the storage layer (positioned reads of a local
+    /// file, requests to an object store).
+    Object(Object),
     /// The whole file in memory (a memory map or given bytes).
     Bytes(Bytes),
 }
@@ -219,11 +219,8 @@ fn name_of(path: &Path) -> Arc<str> {
     path.display().to_string().into()
 }
 
-fn io_error(file: &Arc<str>) -> impl FnOnce(io::Error) -> Error + '_ {
-    move |source| Error::Io {
-        file: file.clone(),
-        source,
-    }
+fn storage_error(file: &Arc<str>) -> impl FnOnce(grist_io::Error) -> Error + '_ {
+    move |e| Error::Storage(StorageError::new(file.clone(), e))
 }
 
 /// The `*.ffr` entries of folder `dir` (not recursive), sorted as plain
@@ -233,13 +230,14 @@ fn io_error(file: &Arc<str>) -> impl FnOnce(io::Error) -> Error + '_ {
 pub fn dataset_files(dir: impl AsRef<Path>) -> Result<Vec<PathBuf>> {
     let dir = dir.as_ref();
     let dir_name = name_of(dir);
-    let mut files = Vec::new();
-    for entry in fs::read_dir(dir).map_err(io_error(&dir_name))? {
-        let entry = entry.map_err(io_error(&dir_name))?;
-        if entry.file_name().as_encoded_bytes().ends_with(b".ffr") {
-            files.push(entry.path());
-        }
-    }
+    let entries = Storage::new()
+        .list(&Address::from(dir))
+        .map_err(storage_error(&dir_name))?;
+    let mut files: Vec<PathBuf> = entries
+        .into_iter()
+        .filter_map(|e| e.address.local_path().map(Path::to_path_buf))
+        .filter(|p| p.as_os_str().as_encoded_bytes().ends_with(b".ffr"))
+        .collect();
     if files.is_empty() {
         return Err(Error::NoFiles { dir: dir_name });
     }
@@ -257,8 +255,10 @@ impl FfrReader {
     pub fn open(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Self> {
         let path = path.as_ref();
         let name = name_of(path);
-        let meta = fs::metadata(path).map_err(io_error(&name))?;
-        if meta.is_dir() {
+        let meta = Storage::new()
+            .stat(&Address::from(path))
+            .map_err(storage_error(&name))?;
+        if meta.is_some_and(|m| m.is_dir) {
             Self::open_files(dataset_files(path)?, options)
         } else {
             Self::open_files([path], options)
@@ -271,21 +271,37 @@ impl FfrReader {
         paths: impl IntoIterator<Item = P>,
         options: ReaderOptions,
     ) -> Result<Self> {
+        let inputs: Vec<Input> = paths
+            .into_iter()
+            .map(|p| Input::local(p.as_ref()))
+            .collect();
+        Self::open_inputs(&inputs, options)
+    }
+
+    /// Opens the FFRecord files `inputs` (local files or objects of any
+    /// storage), numbering their samples in the order given.
+    pub fn open_inputs(inputs: &[Input], options: ReaderOptions) -> Result<Self> {
         let mut builder = Builder::new(options);
-        for path in paths {
-            let path = path.as_ref();
-            let name = name_of(path);
-            let file = File::open(path).map_err(io_error(&name))?;
-            let meta = file.metadata().map_err(io_error(&name))?;
-            if !meta.is_file() {
-                return Err(Error::NotAFile { file: name });
-            }
-            let size = meta.len();
+        for input in inputs {
+            let name = input.name().clone();
+            let object = match input
+                .storage()
+                .clone()
+                .with_access(options.access)
+                .open(input.address())
+            {
+                Ok(o) => o,
+                Err(grist_io::Error::NotAFile { .. }) => {
+                    return Err(Error::NotAFile { file: name });
+                }
+                Err(e) => return Err(storage_error(&name)(e)),
+            };
+            let path = input.path().map(Path::to_path_buf);
             // Mapped (an empty file maps to no bytes: too short for a
-            // header anyway), or read by positioned reads.
-            match options.access.map(&file).map_err(io_error(&name))? {
-                Some(bytes) => builder.add_bytes(name, Some(path.to_path_buf()), bytes)?,
-                None => builder.add_file(name, path.to_path_buf(), file, size)?,
+            // header anyway), or read by ranges.
+            match object.map() {
+                Some(bytes) => builder.add_bytes(name, path, bytes.clone())?,
+                None => builder.add_object(name, path, object)?,
             }
         }
         Ok(builder.finish())
@@ -580,7 +596,7 @@ impl FfrReader {
                     w.buffer = *slot;
                     w.at = w.start as usize;
                 }
-                Backing::File(_) => order.push(i),
+                Backing::Object(_) => order.push(i),
             }
         }
         if order.is_empty() {
@@ -589,7 +605,6 @@ impl FfrReader {
         order.sort_unstable_by_key(|&i| (wants[i].file, wants[i].local));
         // Plan the reads: runs of samples of one file, and where each
         // wanted sample lands in the buffer.
-        let gap = inner.options.coalesce_gap;
         let mut runs: Vec<Run> = Vec::new();
         let mut total = 0u64;
         for (k, &i) in order.iter().enumerate() {
@@ -601,6 +616,14 @@ impl FfrReader {
                     continue;
                 }
             }
+            // Objects fetched by request join wider gaps: a request costs
+            // more than a read call.
+            let gap = match &inner.backings[w.file] {
+                Backing::Object(o) if o.is_remote() => {
+                    inner.options.coalesce_gap.max(o.coalesce_gap())
+                }
+                _ => inner.options.coalesce_gap,
+            };
             let pos = match runs.last_mut() {
                 Some(run)
                     if run.file == w.file && w.start >= run.end && w.start - run.end <= gap =>
@@ -643,15 +666,16 @@ impl FfrReader {
             },
         })?;
         let mut buf = inner.pool.take(total);
-        for run in &runs {
-            let Backing::File(file) = &inner.backings[run.file] else {
-                continue;
-            };
-            let at = run.buf_start as usize;
-            let len = (run.end - run.start) as usize;
-            if let Err(e) = file.read_exact_at(&mut buf[at..at + len], run.start) {
-                return Err(self.read_failure(e, file, run, &order, wants));
-            }
+        // One call for every run: remote ones are fetched at once.
+        let parts: Vec<(&Object, Range<u64>)> = runs
+            .iter()
+            .filter_map(|run| match &inner.backings[run.file] {
+                Backing::Object(o) => Some((o, run.start..run.end)),
+                Backing::Bytes(_) => None,
+            })
+            .collect();
+        if let Err(e) = grist_io::read_into(&parts, &mut buf[..total]) {
+            return Err(self.read_failure(e, &runs, &order, wants));
         }
         batch
             .buffers
@@ -663,36 +687,35 @@ impl FfrReader {
         Ok(())
     }
 
-    /// The error for a failed read of `run`: a truncated sample if the
-    /// file shrank since it was opened, else the I/O error.
+    /// The error for a failed read of `runs`: a truncated sample if a
+    /// file shrank since it was opened, else the storage layer's error.
     fn read_failure(
         &self,
-        e: io::Error,
-        file: &File,
-        run: &Run,
+        e: grist_io::Error,
+        runs: &[Run],
         order: &[usize],
         wants: &[Want],
     ) -> Error {
-        let name = &self.inner.files[run.file].name;
-        if e.kind() == io::ErrorKind::UnexpectedEof {
-            if let Ok(meta) = file.metadata() {
-                let size = meta.len();
-                for &i in &order[run.first..=run.last] {
-                    let w = &wants[i];
-                    if w.end > size {
-                        return Error::TruncatedSample {
-                            at: self.at(w.file, w.local, w.index),
-                            end: w.end,
-                            size,
-                        };
-                    }
+        for run in runs {
+            let Backing::Object(object) = &self.inner.backings[run.file] else {
+                continue;
+            };
+            let now = object.current_size();
+            for &i in &order[run.first..=run.last] {
+                let w = &wants[i];
+                if let Some(size) = now.filter(|&size| w.end > size) {
+                    return Error::TruncatedSample {
+                        at: self.at(w.file, w.local, w.index),
+                        end: w.end,
+                        size,
+                    };
                 }
             }
         }
-        Error::Io {
-            file: name.clone(),
-            source: e,
-        }
+        let name = e
+            .address()
+            .map_or_else(|| self.inner.files[runs[0].file].name.clone(), Arc::from);
+        Error::Storage(StorageError::new(name, e))
     }
 
     /// A [`FfrSource`] over the whole dataset, in sample order.
@@ -702,15 +725,29 @@ impl FfrReader {
 
     /// The bytes `start..end` of file `f` (a whole run of samples), with
     /// one read (into a pooled buffer) or one slice.
-    pub(crate) fn fetch_range(&self, f: usize, start: u64, end: u64) -> io::Result<Bytes> {
+    pub(crate) fn fetch_range(
+        &self,
+        f: usize,
+        start: u64,
+        end: u64,
+    ) -> Result<Bytes, grist_io::Error> {
         match &self.inner.backings[f] {
             Backing::Bytes(b) => Ok(b.slice(start as usize..end as usize)),
-            Backing::File(file) => {
+            Backing::Object(object) => {
                 let len = (end - start) as usize;
                 let mut buf = self.inner.pool.take(len);
-                file.read_exact_at(&mut buf[..len], start)?;
+                object.read_range_into(start..end, &mut buf[..len])?;
                 Ok(BufferPool::share(&self.inner.pool, buf, len))
             }
+        }
+    }
+
+    /// The current size of file `f`, when it can be asked (to tell a file
+    /// that shrank from a failed read).
+    pub(crate) fn current_size(&self, f: usize) -> Option<u64> {
+        match &self.inner.backings[f] {
+            Backing::Bytes(b) => Some(b.len() as u64),
+            Backing::Object(o) => o.current_size(),
         }
     }
 }
@@ -865,9 +902,9 @@ impl Builder {
         Ok(())
     }
 
-    fn add_file(&mut self, name: Arc<str>, path: PathBuf, file: File, size: u64) -> Result<()> {
-        let header = read_header(&name, &file, size, &self.options, self.next)?;
-        self.push(name, Some(path), header, Backing::File(file));
+    fn add_object(&mut self, name: Arc<str>, path: Option<PathBuf>, object: Object) -> Result<()> {
+        let header = read_header(&name, &object, &self.options, self.next)?;
+        self.push(name, path, header, Backing::Object(object));
         Ok(())
     }
 
@@ -884,46 +921,35 @@ impl Builder {
     }
 }
 
-/// Reads and validates the header of `file` with positioned reads.
+/// Reads and validates the header of `object` with ranged reads (the
+/// fixed prefix, then the arrays in pieces of at most 64 KiB, so that a
+/// lying count costs no more than the bytes that are there).
 fn read_header(
     name: &Arc<str>,
-    file: &File,
-    size: u64,
+    object: &Object,
     options: &ReaderOptions,
     first_index: u64,
 ) -> Result<FileHeader> {
-    let mut prefix = [0u8; PREFIX_LEN];
-    let got = read_at_most(file, &mut prefix, 0).map_err(io_error(name))?;
-    let mut decoder = HeaderDecoder::new(name.clone(), &prefix[..got], size, &options.limits)?;
-    let mut piece = vec![0u8; decoder.remaining().min(1 << 16) as usize];
+    let size = object.size();
+    let read = |range: Range<u64>| {
+        let range = range.start.min(size)..range.end.min(size);
+        object.read_range(range).map_err(storage_error(name))
+    };
+    let prefix = read(0..PREFIX_LEN as u64)?;
+    let mut decoder = HeaderDecoder::new(name.clone(), &prefix, size, &options.limits)?;
     let mut pos = PREFIX_LEN as u64;
     while decoder.remaining() > 0 {
-        let want = decoder.remaining().min(piece.len() as u64) as usize;
-        let got = read_at_most(file, &mut piece[..want], pos).map_err(io_error(name))?;
-        if got == 0 {
-            // The file shrank since its size was taken: `finish` reports
-            // the header as truncated.
+        let want = decoder.remaining().min(1 << 16);
+        let piece = read(pos..pos.saturating_add(want))?;
+        if piece.is_empty() {
+            // The file is shorter than its header: `finish` reports the
+            // header as truncated.
             break;
         }
-        decoder.feed(&piece[..got]);
-        pos += got as u64;
+        decoder.feed(&piece);
+        pos += piece.len() as u64;
     }
     decoder.finish(options.check_data, first_index)
-}
-
-/// Reads into `buf` from `offset` until it is full or the file ends;
-/// returns how many bytes were read.
-fn read_at_most(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match file.read_at(&mut buf[filled..], offset + filled as u64) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
 }
 
 impl fmt::Debug for FfrReader {

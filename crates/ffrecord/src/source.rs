@@ -2,7 +2,6 @@
 //! consecutive samples.
 
 use std::fmt;
-use std::io;
 use std::sync::Arc;
 
 use grist_tensor::{Chunk, Deferred, RecordLayout, RecordSource};
@@ -180,32 +179,23 @@ impl FfrSource {
 
     /// The error for a failed read of samples `first..end` of the current
     /// file: the first sample past the end of a file that shrank, or the
-    /// I/O error.
-    fn read_error(&self, e: io::Error, first: u64, end: u64) -> Error {
+    /// storage layer's error.
+    fn read_error(&self, e: grist_io::Error, first: u64, end: u64) -> Error {
         let info = &self.reader.files()[self.file];
-        if e.kind() == io::ErrorKind::UnexpectedEof {
-            if let Some(size) = info
-                .path()
-                .and_then(|p| std::fs::metadata(p).ok())
-                .map(|m| m.len())
-            {
-                let offsets = info.header().offsets();
-                for i in first..end {
-                    let sample_end = offsets[i as usize + 1];
-                    if sample_end > size {
-                        return Error::TruncatedSample {
-                            at: self.at(i),
-                            end: sample_end,
-                            size,
-                        };
-                    }
+        if let Some(size) = self.reader.current_size(self.file) {
+            let offsets = info.header().offsets();
+            for i in first..end {
+                let sample_end = offsets[i as usize + 1];
+                if sample_end > size {
+                    return Error::TruncatedSample {
+                        at: self.at(i),
+                        end: sample_end,
+                        size,
+                    };
                 }
             }
         }
-        Error::Io {
-            file: info.name().clone(),
-            source: e,
-        }
+        Error::Storage(grist_tensor::StorageError::new(info.name().clone(), e))
     }
 }
 

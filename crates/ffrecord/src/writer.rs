@@ -8,7 +8,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use grist_tensor::atomic::AtomicTarget;
+use grist_io::AtomicTarget;
 
 use crate::error::{Error, Result};
 use crate::header::{PREFIX_LEN, crc32, encode_header, header_len};

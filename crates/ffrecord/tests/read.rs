@@ -413,14 +413,20 @@ fn folders_need_ffr_files_and_paths_must_be_files() {
         dataset_files(dir.path()),
         Err(Error::NoFiles { .. })
     ));
+    // A folder named like a file is no file of the dataset, and not a
+    // file to open.
     fs::create_dir(dir.path().join("parts.ffr")).unwrap();
     assert!(matches!(
         FfrReader::open(dir.path(), ReaderOptions::default()),
+        Err(Error::NoFiles { .. })
+    ));
+    assert!(matches!(
+        FfrReader::open_files([dir.path().join("parts.ffr")], ReaderOptions::default()),
         Err(Error::NotAFile { .. })
     ));
     assert!(matches!(
         FfrReader::open(dir.path().join("missing.ffr"), ReaderOptions::default()),
-        Err(e @ Error::Io { .. }) if e.kind().name() == "io"
+        Err(e @ Error::Storage(_)) if e.kind().name() == "io"
     ));
     // An empty list of files is an empty dataset.
     let empty = FfrReader::open_files(Vec::<&Path>::new(), ReaderOptions::default()).unwrap();

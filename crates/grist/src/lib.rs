@@ -6,7 +6,12 @@
 //! (which format a file is in: by name, then by content), and [`loader`],
 //! a [`LoaderBuilder`] that knows them all. The format crates are
 //! re-exported whole ([`tfrecord`], [`avro`], [`ffrecord`], [`ofrecord`],
-//! [`tensor`]), the loader's types at the root.
+//! [`tensor`]), the storage layer as [`io`], the loader's types at the
+//! root.
+//!
+//! | Cargo feature | default | what it adds |
+//! |---|---|---|
+//! | `remote` | off | object stores (`s3://`, `gs://`, `az://`, `http(s)://`) wherever a path is taken, through `object_store` |
 //!
 //! ```
 //! use grist::tensor::{DType, FeatureSpec, Values};
@@ -41,6 +46,8 @@ use std::sync::Arc;
 
 pub use grist_avro_tensor as avro;
 pub use grist_ffrecord as ffrecord;
+pub use grist_io as io;
+pub use grist_io::{Address, Storage};
 pub use grist_loader::{
     Access, Epochs, Error as LoadError, Loader, LoaderBuilder, LoaderState, MAX_THREADS,
     RandomAccess, ShardMode, Stats, Threads, autotune,

@@ -85,6 +85,17 @@ impl Object {
         self.inner.size
     }
 
+    /// The size now, when it can be told: a local file may have changed
+    /// since it was opened (a metadata call says); an object is read as
+    /// the version opened, so its size is the one it was opened with.
+    pub fn current_size(&self) -> Option<u64> {
+        match &self.inner.backend {
+            Backend::Local { file, .. } => file.metadata().ok().map(|m| m.len()),
+            #[cfg(feature = "remote")]
+            Backend::Remote(_) => Some(self.inner.size),
+        }
+    }
+
     /// True for an object store or HTTP object.
     pub fn is_remote(&self) -> bool {
         !matches!(self.inner.backend, Backend::Local { .. })

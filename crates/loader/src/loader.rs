@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use grist_io::Storage;
 use grist_tensor::{
     Access, Batch, Chunk, ChunkPos, Decoder, FeatureSpec, Format, Gathered, Limits, Location,
     RandomAccess, ReadOptions, RecordLayout, Registry, SpecFile,
@@ -28,6 +29,7 @@ use crate::stream::StreamCursor;
 #[derive(Clone, Debug)]
 pub struct LoaderBuilder {
     sources: Vec<PathBuf>,
+    storage: Storage,
     registry: Registry,
     format: Option<Arc<dyn Format>>,
     spec: Option<SpecFile>,
@@ -57,6 +59,7 @@ impl Default for LoaderBuilder {
     fn default() -> Self {
         LoaderBuilder {
             sources: Vec::new(),
+            storage: Storage::new(),
             registry: Registry::new(),
             format: None,
             spec: None,
@@ -91,7 +94,9 @@ impl LoaderBuilder {
     }
 
     /// Adds sources: files, folders (their files of the loader's format,
-    /// sorted; OFRecord parts by number) or glob patterns (`data/*.avro`).
+    /// sorted; OFRecord parts by number) or glob patterns (`data/*.avro`);
+    /// paths, or URLs of object stores (`s3://bucket/train/`, see
+    /// [`with_storage`](Self::with_storage)).
     /// A source given twice is read twice. By default, none (an error at
     /// [`build`](Self::build)).
     pub fn with_paths<P: Into<PathBuf>>(mut self, paths: impl IntoIterator<Item = P>) -> Self {
@@ -102,6 +107,16 @@ impl LoaderBuilder {
     /// Adds one source (see [`with_paths`](Self::with_paths)).
     pub fn with_path(self, path: impl Into<PathBuf>) -> Self {
         self.with_paths([path])
+    }
+
+    /// The storage the sources are read through: local files, and object
+    /// stores (`s3://`, `gs://`, `az://`, `http(s)://`) when grist-io is
+    /// built with its `remote` feature, with their options (endpoints,
+    /// credentials, retries). By default, [`Storage::new`]: object-store
+    /// settings from the usual environment variables.
+    pub fn with_storage(mut self, storage: Storage) -> Self {
+        self.storage = storage;
+        self
     }
 
     /// The formats the sources may be in, and how a file's format is
@@ -341,7 +356,24 @@ impl LoaderBuilder {
                  loader has one of every format) or a format",
             ));
         }
-        let (format, inputs) = self.registry.expand(&self.sources, self.format.clone())?;
+        let sources: Vec<String> = self
+            .sources
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        let (format, inputs) =
+            self.registry
+                .expand(&self.storage, &sources, self.format.clone())?;
+        // Remote streams read ahead within the prefetch budget, shared by
+        // the files read at once.
+        let files_at_once = (self.cycle_length.max(1) as u64).saturating_mul(2);
+        let read_ahead = usize::try_from(self.prefetch_bytes / files_at_once)
+            .unwrap_or(usize::MAX)
+            .clamp(1 << 20, 64 << 20);
+        let inputs: Vec<_> = inputs
+            .into_iter()
+            .map(|i| i.with_read_ahead(read_ahead))
+            .collect();
         let max_threads = match self.threads {
             Threads::Fixed(n) => n,
             Threads::Autotune => std::thread::available_parallelism().map_or(1, |n| n.get()),

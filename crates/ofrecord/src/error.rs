@@ -326,6 +326,10 @@ pub enum Error {
         /// The number of records.
         count: u64,
     },
+    /// Reading or writing through the storage layer failed (the message
+    /// names the file or URL and the bytes).
+    #[error(transparent)]
+    Storage(#[from] grist_tensor::StorageError),
     /// An I/O error.
     #[error("{file}: {source}")]
     Io {
@@ -371,7 +375,7 @@ impl Error {
             Error::Spec(_) => "spec",
             Error::BatchTooLarge { .. } => "batch",
             Error::RecordOutOfRange { .. } => "out_of_range",
-            Error::Io { .. } => "io",
+            Error::Io { .. } | Error::Storage(_) => "io",
         }
     }
 

@@ -233,12 +233,15 @@ fn read_up_to(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 /// first bad one is the error, naming its record.
 fn scan(input: &Input, framing: &ReaderOptions) -> Result<Vec<(u64, u64)>> {
     let name = input.name().clone();
-    let io = |source| Error::Io {
-        file: name.clone(),
-        source,
+    let io = |source: io::Error| match grist_tensor::StorageError::from_io(&name, source) {
+        Ok(e) => Error::Storage(e),
+        Err(source) => Error::Io {
+            file: name.clone(),
+            source,
+        },
     };
-    let size = input.size().map_err(io)?;
-    let mut reader = BufReader::with_capacity(1 << 20, input.reader_at(0).map_err(io)?);
+    let size = input.size()?;
+    let mut reader = BufReader::with_capacity(1 << 20, input.reader_at(0)?);
     let mut entries = Vec::new();
     let mut offset = 0u64;
     let mut prefix = [0u8; 8];

@@ -311,10 +311,15 @@ impl Frames for FrameDecoder {
     }
 
     fn read_error(&self, source: io::Error) -> BoxError {
-        Box::new(Error::Io {
-            file: self.file().clone(),
-            source,
-        })
+        Box::new(
+            match grist_tensor::StorageError::from_io(self.file(), source) {
+                Ok(e) => Error::Storage(e),
+                Err(source) => Error::Io {
+                    file: self.file().clone(),
+                    source,
+                },
+            },
+        )
     }
 }
 
@@ -350,17 +355,13 @@ impl OfStream {
         framing: &ReaderOptions,
     ) -> Result<Self> {
         let name = input.name().clone();
-        let io = |source| Error::Io {
-            file: name.clone(),
-            source,
-        };
-        let size = input.size().map_err(io)?;
+        let size = input.size()?;
         let (window, reader): (Window, Box<dyn Read + Send>) =
-            match Window::mapped(options, input, pos.offset).map_err(io)? {
+            match Window::mapped(options, input, pos.offset)? {
                 Some(w) => (w, Box::new(io::empty())),
                 None => (
                     Window::reading(options, frame_buffer(options)),
-                    input.reader_at(pos.offset).map_err(io)?,
+                    input.reader_at(pos.offset)?,
                 ),
             };
         let framing = framing.with_limits(options.limits);

@@ -52,8 +52,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::pool::BufferPool;
 use crate::{BoxError, Input, ReadOptions};
+use grist_io::BufferPool;
 
 /// The read buffer of a file: bytes read and not handed out yet.
 ///
@@ -104,7 +104,11 @@ impl Window {
     /// `options` map (nothing when `start` is past its end), else `None`
     /// (the caller then reads the file from `start` into a reading or
     /// copying window).
-    pub fn mapped(options: &ReadOptions, input: &Input, start: u64) -> io::Result<Option<Self>> {
+    pub fn mapped(
+        options: &ReadOptions,
+        input: &Input,
+        start: u64,
+    ) -> Result<Option<Self>, crate::StorageError> {
         Ok(options.maps.map(options.access, input)?.map(|map| {
             let from = usize::try_from(start).map_or(map.len(), |s| s.min(map.len()));
             Window {

@@ -69,6 +69,9 @@ pub enum TensorError {
         /// What does not match.
         reason: String,
     },
+    /// Reading or writing through the storage layer failed.
+    #[error(transparent)]
+    Storage(#[from] crate::StorageError),
     /// Reading a file failed.
     #[error("{at}")]
     Io {

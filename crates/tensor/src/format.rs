@@ -25,122 +25,139 @@
 use std::any::Any;
 use std::collections::VecDeque;
 use std::fmt;
-use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io::Read;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use grist_io::{Address, BufferPool, Object, Storage};
 use serde::{Deserialize, Serialize};
 
-use crate::pool::BufferPool;
-use crate::{Access, BatchBuilder, BoxError, Chunk, FeatureSpec, Limits, SpecFile};
+use crate::{Access, BatchBuilder, BoxError, Chunk, FeatureSpec, Limits, SpecFile, StorageError};
 
 /// A file's header as its format reads it (Avro: the writer schema and the
 /// codec), shared by the file's chunks; the format's decoder downcasts it.
 pub type FileHeader = Arc<dyn Any + Send + Sync>;
 
-/// One input file: its name in messages and where its bytes are.
+/// One input file: its name in messages and where its bytes are (an
+/// address of the [`Storage`] it is read through: a local path, or an
+/// object store or HTTP URL).
 ///
 /// Readers get the file's bytes only through it, so that the storage
-/// behind it (a local file, a memory map, an object store) is a matter of
-/// this one type.
+/// behind it (a local file, a memory map, an object store) is the storage
+/// layer's business.
 #[derive(Clone, Debug)]
 pub struct Input {
-    name: Arc<str>,
-    path: PathBuf,
+    storage: Storage,
+    address: Address,
+    /// How far a stream of a remote object reads ahead.
+    read_ahead: usize,
 }
 
+/// How far a remote stream reads ahead by default.
+const READ_AHEAD: usize = 16 << 20;
+
 impl Input {
-    /// A local file, named in messages as its path is written.
-    pub fn local(path: impl Into<PathBuf>) -> Self {
-        let path = path.into();
+    /// The file at `address`, read through `storage`.
+    pub fn new(storage: &Storage, address: Address) -> Self {
         Input {
-            name: path.display().to_string().into(),
-            path,
+            storage: storage.clone(),
+            address,
+            read_ahead: READ_AHEAD,
         }
+    }
+
+    /// A local file, named in messages as its path is written, read by
+    /// read calls.
+    pub fn local(path: impl Into<PathBuf>) -> Self {
+        Input::new(&Storage::new(), Address::from(path.into()))
+    }
+
+    /// The file at `text` (a path or URL), read through `storage`.
+    pub fn parse(storage: &Storage, text: &str) -> Result<Self, StorageError> {
+        Address::parse(text)
+            .map(|a| Input::new(storage, a))
+            .map_err(|e| StorageError::new(text, e))
+    }
+
+    /// This input, its remote streams reading up to `bytes` ahead (local
+    /// files read what is asked). By default, 16 MiB.
+    pub fn with_read_ahead(mut self, bytes: usize) -> Self {
+        self.read_ahead = bytes.max(1);
+        self
     }
 
     /// The file's name in messages (the path or URL as given).
     pub fn name(&self) -> &Arc<str> {
-        &self.name
+        self.address.name()
+    }
+
+    /// Where the file is.
+    pub fn address(&self) -> &Address {
+        &self.address
+    }
+
+    /// The storage it is read through.
+    pub fn storage(&self) -> &Storage {
+        &self.storage
     }
 
     /// The file's last path segment.
     pub fn file_name(&self) -> &str {
-        self.path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default()
+        self.address.file_name().unwrap_or_default()
     }
 
-    /// The local path.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// The local path, for a local file.
+    pub fn path(&self) -> Option<&Path> {
+        self.address.local_path()
     }
 
     /// The file beside this one whose name is this one's plus `suffix`
     /// (a TFRecord file's `.idx` index).
     pub fn with_suffix(&self, suffix: &str) -> Input {
-        let mut name = self.path.clone().into_os_string();
-        name.push(suffix);
-        Input::local(PathBuf::from(name))
+        let name = format!("{}{suffix}", self.file_name());
+        Input {
+            address: self.address.with_file_name(&name),
+            ..self.clone()
+        }
+    }
+
+    fn err(&self, e: grist_io::Error) -> StorageError {
+        StorageError::new(self.name().clone(), e)
     }
 
     /// Whether the file exists (and is a file).
     pub fn exists(&self) -> bool {
-        self.path.is_file()
+        matches!(self.storage.stat(&self.address), Ok(Some(m)) if !m.is_dir)
+    }
+
+    /// The file opened for ranged reads (and mapped, when the storage maps
+    /// local files).
+    pub fn open(&self) -> Result<Object, StorageError> {
+        self.storage.open(&self.address).map_err(|e| self.err(e))
     }
 
     /// The file's size in bytes.
-    pub fn size(&self) -> io::Result<u64> {
-        Ok(std::fs::metadata(&self.path)?.len())
+    pub fn size(&self) -> Result<u64, StorageError> {
+        Ok(self.open()?.size())
     }
 
     /// The whole file.
-    pub fn read_all(&self) -> io::Result<Bytes> {
-        std::fs::read(&self.path).map(Bytes::from)
+    pub fn read_all(&self) -> Result<Bytes, StorageError> {
+        self.storage
+            .read_all(&self.address)
+            .map_err(|e| self.err(e))
     }
 
-    /// The file opened for reading from byte `start` on, in order.
-    pub fn reader_at(&self, start: u64) -> io::Result<Box<dyn Read + Send>> {
-        let mut file = File::open(&self.path)?;
-        if start > 0 {
-            file.seek(SeekFrom::Start(start))?;
-        }
-        Ok(Box::new(file))
-    }
-
-    /// The file opened for positioned reads.
-    pub fn open(&self) -> io::Result<RandomReader> {
-        Ok(RandomReader {
-            file: File::open(&self.path)?,
-        })
-    }
-}
-
-/// An input opened for positioned reads.
-#[derive(Debug)]
-pub struct RandomReader {
-    file: File,
-}
-
-impl RandomReader {
-    /// Fills `buf` from byte `offset` of the file.
-    pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        std::os::unix::fs::FileExt::read_exact_at(&self.file, buf, offset)
-    }
-
-    /// The file's size.
-    pub fn size(&self) -> io::Result<u64> {
-        Ok(self.file.metadata()?.len())
-    }
-
-    /// The whole file as bytes when `access` maps, `None` when it reads.
-    pub fn map(&self, access: Access) -> io::Result<Option<Bytes>> {
-        access.map(&self.file)
+    /// The file read in order from byte `start` on (a remote object's
+    /// blocks fetched ahead, concurrently). Its read errors carry the
+    /// storage layer's error ([`StorageError::from_io`] takes it back).
+    pub fn reader_at(&self, start: u64) -> Result<Box<dyn Read + Send>, StorageError> {
+        self.open()?
+            .reader(start, self.read_ahead)
+            .map_err(|e| self.err(e))
     }
 }
 
@@ -205,17 +222,19 @@ impl Maps {
     /// kernel allows tens of thousands).
     pub const KEEP: usize = 256;
 
-    /// The whole of `input` as bytes when `access` maps, `None` when it
-    /// reads.
-    pub fn map(&self, access: Access, input: &Input) -> io::Result<Option<Bytes>> {
-        if !access.is_mmap() {
+    /// The whole of `input` as bytes when `access` maps and `input` is a
+    /// local file, `None` when it is read.
+    pub fn map(&self, access: Access, input: &Input) -> Result<Option<Bytes>, StorageError> {
+        if !access.is_mmap() || input.path().is_none() {
             return Ok(None);
         }
         let mut maps = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, map)) = maps.iter().find(|(n, _)| n == input.name()) {
             return Ok(Some(map.clone()));
         }
-        let map = input.open()?.map(access)?.unwrap_or_default();
+        let storage = input.storage().clone().with_access(access);
+        let object = storage.open(input.address()).map_err(|e| input.err(e))?;
+        let map = object.map().cloned().unwrap_or_default();
         if maps.len() == Self::KEEP {
             maps.pop_front();
         }

@@ -5,19 +5,20 @@
 //! memory maps); the format checks each frame and gives its payload.
 
 use std::io;
+use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use grist_io::{BufferPool, Object};
 
 use crate::TensorError;
-use crate::pool::BufferPool;
-use crate::{BoxError, Gathered, Input, Limits, Location, RandomReader, ReadOptions, Record};
+use crate::{BoxError, Gathered, Input, Limits, Location, ReadOptions, Record};
 
 /// One file of frames and where each frame lies.
 #[derive(Debug)]
 pub struct FramedFile {
     input: Input,
-    reader: RandomReader,
+    object: Object,
     /// Offset and total length of each record's frame.
     entries: Vec<(u64, u64)>,
     /// The whole file, memory-mapped: frames are sliced from it instead
@@ -33,15 +34,15 @@ impl FramedFile {
         entries: Vec<(u64, u64)>,
         options: &ReadOptions,
     ) -> Result<Self, TensorError> {
-        let io = |source| TensorError::Io {
-            at: Location::file(input.name().clone()),
-            source,
-        };
-        let reader = input.open().map_err(io)?;
-        let mapped = reader.map(options.access).map_err(io)?;
+        // Mapped once, for as long as the files are read by number.
+        let storage = input.storage().clone().with_access(options.access);
+        let object = storage
+            .open(input.address())
+            .map_err(|e| crate::StorageError::new(input.name().clone(), e))?;
+        let mapped = object.map().cloned();
         Ok(FramedFile {
             input: input.clone(),
-            reader,
+            object,
             entries,
             mapped,
         })
@@ -62,9 +63,6 @@ impl FramedFile {
         self.entries.is_empty()
     }
 }
-
-/// How far apart two wanted frames may be and still be read in one go.
-const COALESCE_GAP: u64 = 8 << 10;
 
 /// Files of frames, read by record number.
 #[derive(Debug)]
@@ -133,11 +131,14 @@ impl FramedFiles {
         for &i in &order {
             let (f, offset, len) = frames[i];
             let end = offset.saturating_add(len);
+            // How far apart two wanted frames may be and still be read in
+            // one go: what a second read (or request) costs.
+            let gap = self.files[f].object.coalesce_gap();
             match runs.last_mut() {
                 Some(run)
                     if run.file == f
                         && offset >= run.start
-                        && offset <= run.end.saturating_add(COALESCE_GAP) =>
+                        && offset <= run.end.saturating_add(gap) =>
                 {
                     if end > run.end {
                         total += end - run.end;
@@ -163,19 +164,20 @@ impl FramedFiles {
             requested: total,
             max: usize::MAX as u64,
         })?;
-        // A buffer of an earlier batch: the reads below fill every byte used.
+        // A buffer of an earlier batch: the reads below fill every byte
+        // used. One call for all runs: remote ones are fetched at once.
         let mut buf = self.pool.take(total_len);
-        for run in &runs {
-            let file = &self.files[run.file];
-            let range = run.at as usize..(run.at + run.end - run.start) as usize;
-            if let Err(source) = file.reader.read_exact_at(&mut buf[range], run.start) {
-                // The record whose frame starts the run names the error.
-                let record = file.entries.partition_point(|e| e.0 < run.start) as u64;
-                return Err(Box::new(TensorError::Io {
-                    at: Location::record(file.input.name().clone(), record).with_offset(run.start),
-                    source,
-                }));
-            }
+        let parts: Vec<(&Object, Range<u64>)> = runs
+            .iter()
+            .map(|run| (&self.files[run.file].object, run.start..run.end))
+            .collect();
+        if let Err(e) = grist_io::read_into(&parts, &mut buf[..total_len]) {
+            let name: Arc<str> = e
+                .address()
+                .map_or_else(|| self.files[runs[0].file].input.name().clone(), Arc::from);
+            return Err(Box::new(TensorError::Storage(crate::StorageError::new(
+                name, e,
+            ))));
         }
         let buf = BufferPool::share(&self.pool, buf, total_len);
         let mut records = Vec::with_capacity(wants.len());

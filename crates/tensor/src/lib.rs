@@ -31,12 +31,9 @@
 //! |---|---|---|
 //! | `ndarray` | off | `DenseTensor::to_ndarray` |
 #![deny(missing_docs, unreachable_pub)]
-// One module maps files (`Access::map`) and prefetches
-// (`prefetch_ahead`); nothing else is `unsafe`.
+// One module prefetches (`prefetch_ahead`); nothing else is `unsafe`.
 #![deny(unsafe_code)]
 
-mod access;
-pub mod atomic;
 mod builder;
 pub mod chunking;
 mod dtype;
@@ -49,7 +46,7 @@ mod limits;
 mod location;
 #[cfg(feature = "ndarray")]
 mod ndarray;
-pub mod pool;
+mod prefetch;
 mod registry;
 mod source;
 mod spec;
@@ -57,7 +54,6 @@ pub mod synth;
 mod tensor;
 pub mod varint;
 
-pub use access::{Access, PREFETCH_FAR, PREFETCH_NEAR, prefetch_ahead, warm};
 pub use builder::{
     BatchBuilder, BuilderColumn, ColumnBuilder, DenseBuilder, PaddedBuilder, PartitionBuffer,
     PartitionKind, RaggedBuilder, SparseBuilder,
@@ -66,14 +62,18 @@ pub use dtype::DType;
 pub use error::TensorError;
 pub use format::{
     ByNumber, ChunkPos, ChunkStream, Decoder, Deferred, FileHeader, Format, Gathered, Input,
-    InspectOptions, Maps, NameMatch, RandomAccess, RandomReader, RawRecord, ReadOptions, Record,
-    RecordOptions, Records, Report, Verified, VerifyFailure,
+    InspectOptions, Maps, NameMatch, RandomAccess, RawRecord, ReadOptions, Record, RecordOptions,
+    Records, Report, Verified, VerifyFailure,
 };
 pub use gather::{FramedFile, FramedFiles};
+/// How file bytes are fetched (read calls, or memory maps behind an
+/// `unsafe` promise); see [`grist_io::Access`].
+pub use grist_io::Access;
 pub use limits::Limits;
-pub use location::{BoxError, ErrorKind, FeatureProblem, FormatError, Location};
+pub use location::{BoxError, ErrorKind, FeatureProblem, FormatError, Location, StorageError};
 #[cfg(feature = "ndarray")]
 pub use ndarray::Element;
+pub use prefetch::{PREFETCH_FAR, PREFETCH_NEAR, prefetch_ahead, warm};
 pub use registry::{Registry, RegistryError, SNIFF_BYTES};
 pub use source::{Chunk, MAX_IO_BUFFER, RecordLayout, RecordSource};
 pub use spec::{

@@ -334,6 +334,82 @@ pub enum ErrorKind {
     Io,
 }
 
+/// Reading or writing through the storage layer ([`grist_io`]) failed:
+/// the storage's error, which names the file or URL (and the byte range),
+/// with the file as a [`Location`]. Every format's error has a variant
+/// for it, so that the path or URL is printed once and the cause once.
+#[derive(Debug)]
+pub struct StorageError {
+    at: Location,
+    error: grist_io::Error,
+}
+
+impl StorageError {
+    /// `error`, about the file named `file` in messages.
+    pub fn new(file: impl Into<Arc<str>>, error: grist_io::Error) -> Self {
+        StorageError {
+            at: Location::file(file),
+            error,
+        }
+    }
+
+    /// The storage layer's error, when `e` (from a reader of the storage
+    /// layer) carries one; `e` back otherwise.
+    pub fn from_io(file: &Arc<str>, e: std::io::Error) -> Result<Self, std::io::Error> {
+        if !e
+            .get_ref()
+            .is_some_and(|inner| inner.is::<grist_io::Error>())
+        {
+            return Err(e);
+        }
+        let inner = e.into_inner().expect("checked above");
+        match inner.downcast::<grist_io::Error>() {
+            Ok(error) => Ok(StorageError::new(file.clone(), *error)),
+            Err(_) => unreachable!("checked above"),
+        }
+    }
+
+    /// The storage layer's error.
+    pub fn error(&self) -> &grist_io::Error {
+        &self.error
+    }
+
+    /// Whether nothing is at the address.
+    pub fn is_not_found(&self) -> bool {
+        self.error.is_not_found()
+    }
+}
+
+impl fmt::Display for StorageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.error, f)
+    }
+}
+
+impl std::error::Error for StorageError {
+    // The storage error's own message is ours: its cause comes next.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&self.error)
+    }
+}
+
+impl FormatError for StorageError {
+    fn location(&self) -> Option<&Location> {
+        Some(&self.at)
+    }
+
+    fn kind(&self) -> ErrorKind {
+        match &self.error {
+            grist_io::Error::BadAddress { .. }
+            | grist_io::Error::BadPattern { .. }
+            | grist_io::Error::NotFound { .. }
+            | grist_io::Error::NotAFile { .. } => ErrorKind::Argument,
+            grist_io::Error::Unsupported { .. } => ErrorKind::Unsupported,
+            _ => ErrorKind::Io,
+        }
+    }
+}
+
 /// What every format crate's error answers, whatever the format: where it
 /// happened and who is at fault. The loader and the CLI hold format errors
 /// as [`BoxError`] and ask them this.
@@ -395,12 +471,14 @@ impl FormatError for crate::TensorError {
     fn location(&self) -> Option<&Location> {
         match self {
             crate::TensorError::BadIndex { at, .. } | crate::TensorError::Io { at, .. } => Some(at),
+            crate::TensorError::Storage(e) => e.location(),
             _ => None,
         }
     }
 
     fn kind(&self) -> ErrorKind {
         match self {
+            crate::TensorError::Storage(e) => e.kind(),
             crate::TensorError::BadIndex { .. } => ErrorKind::Data,
             crate::TensorError::Io { .. } => ErrorKind::Io,
             crate::TensorError::LimitExceeded { .. } => ErrorKind::Limit,

@@ -5,11 +5,11 @@
 //! OFRecord's `part-<digits>`), and by content (magic numbers, checksums),
 //! in that order.
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::{Format, Input, NameMatch};
+use grist_io::{Address, Storage};
+
+use crate::{Format, Input, NameMatch, StorageError};
 
 /// How many bytes of a file content sniffing reads.
 pub const SNIFF_BYTES: usize = 4096;
@@ -26,14 +26,6 @@ pub enum RegistryError {
     NoFiles {
         /// The folder or pattern.
         pattern: String,
-    },
-    /// A glob pattern that does not parse.
-    #[error("bad glob pattern {pattern:?}: {reason}")]
-    BadPattern {
-        /// The pattern.
-        pattern: String,
-        /// Why it does not parse.
-        reason: String,
     },
     /// A `--format` name no registered format has.
     #[error("unknown format {name:?}: known formats are {known}")]
@@ -74,28 +66,24 @@ pub enum RegistryError {
     /// A format refused a folder's files as a dataset (parts missing, ...).
     #[error(transparent)]
     Dataset(crate::BoxError),
-    /// Listing a folder or reading a file's first bytes failed.
-    #[error("{file}")]
-    Io {
-        /// The file or folder.
-        file: Arc<str>,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
+    /// A path or URL that does not parse, or listing a folder, globbing
+    /// or reading a file's first bytes failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
 }
 
 impl crate::FormatError for RegistryError {
     fn location(&self) -> Option<&crate::Location> {
         match self {
             RegistryError::Dataset(e) => e.location(),
+            RegistryError::Storage(e) => e.location(),
             _ => None,
         }
     }
 
     fn kind(&self) -> crate::ErrorKind {
         match self {
-            RegistryError::Io { .. } => crate::ErrorKind::Io,
+            RegistryError::Storage(e) => e.kind(),
             RegistryError::Dataset(e) => e.kind(),
             _ => crate::ErrorKind::Argument,
         }
@@ -187,16 +175,11 @@ impl Registry {
 
     /// The format of `input` by its content alone.
     pub fn sniff(&self, input: &Input) -> Result<Arc<dyn Format>, RegistryError> {
-        let io = |source| RegistryError::Io {
-            file: input.name().clone(),
-            source,
-        };
-        let size = input.size().map_err(io)?;
-        let mut head = Vec::with_capacity(SNIFF_BYTES.min(size as usize));
-        input
-            .reader_at(0)
-            .and_then(|r| r.take(SNIFF_BYTES as u64).read_to_end(&mut head))
-            .map_err(io)?;
+        let object = input.open()?;
+        let size = object.size();
+        let head = object
+            .read_range(0..size.min(SNIFF_BYTES as u64))
+            .map_err(|e| StorageError::new(input.name().clone(), e))?;
         if let Some(f) = self.formats.iter().find(|f| f.sniff(&head, size)) {
             return Ok(f.clone());
         }
@@ -226,18 +209,20 @@ impl Registry {
         })
     }
 
-    /// The files of `sources`, in order, and their one format.
+    /// The files of `sources` (paths or URLs, read through `storage`), in
+    /// order, and their one format.
     ///
-    /// A source is a file, a folder (a dataset: its data files, not
-    /// recursive, hidden files, `_SUCCESS`-style markers, `.idx`, `.json`,
-    /// `.txt`, `.md`, `.crc` and `.avsc` files left out, in the format's
-    /// dataset order), or a glob pattern (its matching files, sorted). A
-    /// file given twice is read twice. With `format`, every file is read
-    /// as that format; else each file's format is detected
-    /// ([`detect`](Self::detect)) and all must agree.
-    pub fn expand(
+    /// A source is a file, a folder or object-store prefix (a dataset: its
+    /// data files, not recursive, hidden files, `_SUCCESS`-style markers,
+    /// `.idx`, `.json`, `.txt`, `.md`, `.crc` and `.avsc` files left out,
+    /// in the format's dataset order), or a glob pattern (its matching
+    /// files, sorted). A file given twice is read twice. With `format`,
+    /// every file is read as that format; else each file's format is
+    /// detected ([`detect`](Self::detect)) and all must agree.
+    pub fn expand<S: AsRef<str>>(
         &self,
-        sources: &[PathBuf],
+        storage: &Storage,
+        sources: &[S],
         format: Option<Arc<dyn Format>>,
     ) -> Result<(Arc<dyn Format>, Vec<Input>), RegistryError> {
         if sources.is_empty() {
@@ -266,32 +251,33 @@ impl Registry {
         };
         let mut inputs = Vec::new();
         for source in sources {
-            let text = source.to_string_lossy();
-            if !source.exists() && is_pattern(&text) {
-                let matches = glob::glob(&text).map_err(|e| RegistryError::BadPattern {
-                    pattern: text.to_string(),
-                    reason: e.to_string(),
-                })?;
-                let before = inputs.len();
-                for m in matches {
-                    let path = m.map_err(|e| RegistryError::Io {
-                        file: e.path().display().to_string().into(),
-                        source: e.into(),
-                    })?;
-                    if path.is_file() {
-                        let input = Input::local(path);
-                        agree(&input)?;
-                        inputs.push(input);
-                    }
-                }
-                if inputs.len() == before {
+            let text = source.as_ref();
+            let addr = Address::parse(text).map_err(|e| StorageError::new(text, e))?;
+            let stat = |addr: &Address| {
+                storage
+                    .stat(addr)
+                    .map_err(|e| StorageError::new(addr.name().clone(), e))
+            };
+            if is_pattern(text) && stat(&addr)?.is_none() {
+                let matches = storage.glob(text).map_err(|e| StorageError::new(text, e))?;
+                if matches.is_empty() {
                     return Err(RegistryError::NoFiles {
                         pattern: text.to_string(),
                     });
                 }
-            } else if source.is_dir() {
-                let files = list(source)?;
-                let name = source.display().to_string();
+                for m in matches {
+                    let input = Input::new(storage, m.address);
+                    agree(&input)?;
+                    inputs.push(input);
+                }
+            } else if stat(&addr)?.is_some_and(|m| m.is_dir) {
+                let files: Vec<Input> = storage
+                    .list(&addr)
+                    .map_err(|e| StorageError::new(text, e))?
+                    .into_iter()
+                    .filter(|e| !is_sidecar(e.address.file_name().unwrap_or_default()))
+                    .map(|e| Input::new(storage, e.address))
+                    .collect();
                 let format = match &explicit {
                     Some(f) => f.clone(),
                     None => {
@@ -300,19 +286,21 @@ impl Registry {
                             of_dir = Some(agree(input)?);
                         }
                         of_dir.ok_or_else(|| RegistryError::NoFiles {
-                            pattern: name.clone(),
+                            pattern: text.to_string(),
                         })?
                     }
                 };
                 let files = format
-                    .dataset(&name, files)
+                    .dataset(text, files)
                     .map_err(RegistryError::Dataset)?;
                 if files.is_empty() {
-                    return Err(RegistryError::NoFiles { pattern: name });
+                    return Err(RegistryError::NoFiles {
+                        pattern: text.to_string(),
+                    });
                 }
                 inputs.extend(files);
             } else {
-                let input = Input::local(source.clone());
+                let input = Input::new(storage, addr);
                 // A missing file with a telling name is reported when it
                 // is opened, by its reader.
                 agree(&input)?;
@@ -326,25 +314,6 @@ impl Registry {
         };
         Ok((format, inputs))
     }
-}
-
-/// The data files of folder `dir`, sorted by name.
-fn list(dir: &Path) -> Result<Vec<Input>, RegistryError> {
-    let io = |source| RegistryError::Io {
-        file: dir.display().to_string().into(),
-        source,
-    };
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(io)? {
-        let entry = entry.map_err(io)?;
-        let path = entry.path();
-        if is_sidecar(&entry.file_name().to_string_lossy()) || !path.is_file() {
-            continue;
-        }
-        files.push(path);
-    }
-    files.sort();
-    Ok(files.into_iter().map(Input::local).collect())
 }
 
 #[cfg(test)]

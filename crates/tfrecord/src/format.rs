@@ -3,7 +3,7 @@
 //! streams of frame runs, records by number through DALI index files, the
 //! tf.Example decoder, and records one by one.
 
-use std::io::Read;
+use std::io::Read as _;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
@@ -100,15 +100,12 @@ impl TfRecordFormat {
         if self.name_match(name) == NameMatch::Extension {
             return Compression::from_path(Path::new(name));
         }
-        let mut head = [0u8; 2];
-        let peeked = input
-            .reader_at(0)
-            .and_then(|mut r| r.read_exact(&mut head))
-            .is_ok();
-        if peeked {
-            compression_by_magic(&head)
-        } else {
-            Compression::None
+        match input.open().and_then(|o| {
+            o.read_range(0..o.size().min(2))
+                .map_err(|e| grist_tensor::StorageError::new(input.name().clone(), e))
+        }) {
+            Ok(head) => compression_by_magic(&head),
+            Err(_) => Compression::None,
         }
     }
 }
@@ -253,12 +250,8 @@ impl Format for TfRecordFormat {
 /// lie inside the file.
 fn index_entries(input: &Input) -> Result<Vec<(u64, u64)>> {
     let index = input.with_suffix(".idx");
-    let io = |file: &Input| {
-        let file = file.name().clone();
-        move |source| Error::Io { file, source }
-    };
-    let text = index.read_all().map_err(io(&index))?;
-    let size = input.size().map_err(io(input))?;
+    let text = index.read_all()?;
+    let size = input.size()?;
     let entries = parse_index(&text, index.name())?;
     entries
         .iter()

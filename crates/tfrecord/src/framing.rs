@@ -597,6 +597,12 @@ pub(crate) fn read_error(
     compression: Compression,
     source: io::Error,
 ) -> Error {
+    // The storage layer's own errors (a remote read that failed for good)
+    // name their URL and bytes.
+    let source = match grist_tensor::StorageError::from_io(file, source) {
+        Ok(e) => return Error::Storage(e),
+        Err(source) => source,
+    };
     let inflate_error = matches!(
         source.kind(),
         io::ErrorKind::InvalidInput | io::ErrorKind::InvalidData | io::ErrorKind::UnexpectedEof

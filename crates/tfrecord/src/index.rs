@@ -25,7 +25,7 @@ use bytes::Bytes;
 use crate::compression::Compression;
 use crate::error::{Error, Result};
 use crate::framing::{Decoded, FRAME_OVERHEAD, FrameDecoder, ReaderOptions, RecordReader};
-use grist_tensor::atomic::AtomicTarget;
+use grist_io::AtomicTarget;
 
 /// One line of an index file: where a record's frame lies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

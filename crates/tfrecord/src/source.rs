@@ -112,21 +112,20 @@ impl TfStream {
         compression: Compression,
     ) -> Result<Self> {
         let name = input.name().clone();
-        let io = |source| Error::Io {
-            file: name.clone(),
-            source,
-        };
         let compressed = compression != Compression::None;
         // Compressed files are read (and inflated) from their start.
         let start = if compressed { 0 } else { pos.offset };
-        let (window, raw): (Window, Box<dyn Read + Send>) =
-            match Window::mapped(options, input, start).map_err(io)? {
-                Some(w) if !compressed => (w, Box::new(io::empty())),
-                _ => (
-                    Window::reading(options, frame_buffer(options)),
-                    input.reader_at(start).map_err(io)?,
-                ),
-            };
+        let (window, raw): (Window, Box<dyn Read + Send>) = match (!compressed)
+            .then(|| Window::mapped(options, input, start))
+            .transpose()?
+            .flatten()
+        {
+            Some(w) => (w, Box::new(io::empty())),
+            None => (
+                Window::reading(options, frame_buffer(options)),
+                input.reader_at(start)?,
+            ),
+        };
         let mut reader = compression.reader(Counting {
             inner: raw,
             count: 0,

@@ -7,7 +7,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::sync::Arc;
 
-use grist_tensor::atomic::AtomicTarget;
+use grist_io::AtomicTarget;
 
 use crate::compression::{CompressedWriter, Compression};
 use crate::error::{Error, Result};

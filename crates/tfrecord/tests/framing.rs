@@ -428,7 +428,11 @@ fn source_reports_missing_files() {
     let missing = dir.path().join("nope.tfrecord");
     let mut source = TfRecordSource::new([&missing]);
     match source.next_chunk() {
-        Err(Error::Io { file, .. }) => assert_eq!(*file, *missing.display().to_string()),
+        Err(Error::Storage(e)) => {
+            assert!(e.is_not_found(), "{e}");
+            let at = grist_tensor::FormatError::location(&e).unwrap();
+            assert_eq!(*at.file, *missing.display().to_string());
+        }
         other => panic!("{other:?}"),
     }
     assert!(source.next_chunk().unwrap().is_none());
