@@ -216,13 +216,19 @@ impl Fixture {
 
     /// A loader of the fixture: batches of 16, small chunks, 2 threads.
     pub fn builder(&self) -> LoaderBuilder {
+        self.builder_of(self.sources.clone())
+    }
+
+    /// [`builder`](Self::builder) of other sources (the fixture's files
+    /// elsewhere: URLs of an object store).
+    pub fn builder_of<P: Into<PathBuf>>(&self, sources: impl IntoIterator<Item = P>) -> LoaderBuilder {
         let access = match self.kind {
             Kind::TfrecordIndexed | Kind::OfrecordIndexed => RandomAccess::Required,
             Kind::Ofrecord => RandomAccess::Off,
             _ => RandomAccess::Auto,
         };
         loader()
-            .with_paths(self.sources.clone())
+            .with_paths(sources)
             .with_specs(specs())
             .with_batch_size(16)
             .with_chunk_bytes(300)

@@ -1,6 +1,7 @@
-//! Dev-only test support for grist: an S3-compatible server on the
-//! loopback interface, with fault injection, for the tests and benchmarks
-//! of every grist crate.
+//! Dev-only test support for grist: the shared golden corpus
+//! ([`corpus`]: its manifests, and the corpus served over S3), and an
+//! S3-compatible server on the loopback interface, with fault injection,
+//! for the tests and benchmarks of every grist crate.
 //!
 //! [`S3Server`] serves a folder (each subfolder is a bucket) with `s3s` and
 //! `s3s-fs`, on its own tokio runtime thread, behind static credentials.
@@ -24,6 +25,7 @@
 #![deny(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+pub mod corpus;
 mod faults;
 mod server;
 

@@ -1,0 +1,14 @@
+//! The grist crate's tests: every format through the one registry and the
+//! one contract, from local files and from an S3-compatible server on the
+//! loopback interface (with faults).
+
+// The loader's test data: the same records in every format.
+#[path = "../../loader/tests/support.rs"]
+#[allow(dead_code)]
+mod fixture;
+mod support;
+
+mod corpus;
+mod detection;
+mod faults;
+mod remote;
