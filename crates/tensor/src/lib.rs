@@ -51,6 +51,7 @@ mod location;
 mod ndarray;
 pub mod pool;
 mod registry;
+pub mod report;
 mod source;
 mod spec;
 pub mod synth;
