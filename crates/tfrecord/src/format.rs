@@ -11,8 +11,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use grist_tensor::{
     BatchBuilder, BoxError, ByNumber, Chunk, ChunkPos, ChunkStream, FeatureSpec, Format,
-    FramedFile, FramedFiles, Gathered, Input, Limits, NameMatch, RandomAccess, RawRecord,
-    ReadOptions, Record, RecordLayout, RecordOptions, Records, SpecFile,
+    FramedFile, FramedFiles, Gathered, Input, InspectOptions, Limits, NameMatch, RandomAccess,
+    RawRecord, ReadOptions, Record, RecordLayout, RecordOptions, Records, Report, SpecFile,
+    Verified, VerifyFailure,
 };
 
 use crate::compression::Compression;
@@ -21,6 +22,7 @@ use crate::error::{Error, Location, Result};
 use crate::framing::{Decoded, FrameDecoder, ReaderOptions, data_crc_matches, masked_crc32c};
 use crate::index::parse_index;
 use crate::records::{example_to_json, sequence_example_to_json};
+use crate::report;
 use crate::source::TfStream;
 
 /// The file-name endings of TFRecord data, before a compression suffix.
@@ -246,6 +248,37 @@ impl Format for TfRecordFormat {
             options: options.clone(),
             current: None,
         }))
+    }
+
+    /// Reads every frame with both CRCs checked; when the file is
+    /// uncompressed and `<file>.idx` is there, checks that it lists
+    /// exactly the file's frames. Details: the bytes framed, and whether
+    /// the index matches.
+    fn verify(&self, input: &Input) -> Result<Verified, VerifyFailure> {
+        report::verify(self, input)
+    }
+
+    /// The features (or, with `sequence`, the context features and
+    /// feature lists) of the first records: their kinds, in how many
+    /// records each appears, and how many values (and steps) it holds.
+    fn inspect(
+        &self,
+        name: &str,
+        inputs: &[Input],
+        options: &InspectOptions,
+    ) -> Result<Report, BoxError> {
+        Ok(report::inspect(self, name, inputs, options)?)
+    }
+
+    /// Writes DALI's `<file>.idx` (one `<offset> <frame length>` line per
+    /// record) atomically, after reading every frame (with CRC checks
+    /// unless `options` turn them off); compressed files are refused.
+    fn write_index(&self, input: &Input, options: &ReadOptions) -> Result<u64, BoxError> {
+        Ok(report::write_index(self, input, options)?)
+    }
+
+    fn index_file(&self, input: &Input) -> Option<Input> {
+        Some(input.with_suffix(".idx"))
     }
 }
 

@@ -1,0 +1,275 @@
+//! What tools say of TFRecord files, behind [`TfRecordFormat`]'s
+//! `verify` (both CRCs of every frame, and `<file>.idx` when there is
+//! one), `inspect` (the features of the first records) and `write_index`
+//! (DALI's `.idx`).
+
+use std::io::{BufWriter, Read};
+
+use grist_tensor::atomic::AtomicTarget;
+use grist_tensor::report::{Features, MinMax, bytes, count, table};
+use grist_tensor::{Input, InspectOptions, ReadOptions, Report, Verified, VerifyFailure};
+use prost::Message as _;
+use serde_json::json;
+
+use crate::compression::Compression;
+use crate::error::{Error, Location, Result};
+use crate::format::TfRecordFormat;
+use crate::framing::{FRAME_OVERHEAD, ReaderOptions, RecordReader};
+use crate::index::{IndexEntry, compare_index, parse_index, write_index_to};
+use crate::proto::{self, feature::Kind};
+
+/// A TFRecord file read record by record.
+type FileReader = RecordReader<Box<dyn Read + Send>>;
+
+/// `input`, compressed with `compression`, opened for reading records.
+fn open(input: &Input, compression: Compression, options: ReaderOptions) -> Result<FileReader> {
+    let raw = input.reader_at(0).map_err(|source| Error::Io {
+        file: input.name().clone(),
+        source,
+    })?;
+    RecordReader::new(raw, input.name().clone(), compression, options)
+}
+
+/// The reader options of the contract's read options.
+fn reader_options(options: &ReadOptions) -> ReaderOptions {
+    ReaderOptions::default()
+        .with_check_crc(options.check_crc)
+        .with_limits(options.limits)
+}
+
+/// Reads every frame of `reader`, calling `each` with where it lies.
+/// Returns the number of frames and of bytes; on an error, the error and
+/// where the failing frame starts (its record number and offset).
+fn scan(
+    reader: &mut FileReader,
+    mut each: impl FnMut(IndexEntry),
+) -> std::result::Result<(u64, u64), (Error, u64, u64)> {
+    let (mut records, mut offset) = (0u64, 0u64);
+    loop {
+        match reader.next_record() {
+            Ok(Some(payload)) => {
+                let len = (payload.len() + FRAME_OVERHEAD) as u64;
+                each(IndexEntry { offset, len });
+                records += 1;
+                offset += len;
+            }
+            Ok(None) => return Ok((records, offset)),
+            Err(e) => return Err((e, records, offset)),
+        }
+    }
+}
+
+/// Reads every frame of `input` with both CRCs checked, and checks
+/// `<input>.idx` against the frames when the file is uncompressed and
+/// the index is there.
+pub(crate) fn verify(format: &TfRecordFormat, input: &Input) -> Result<Verified, VerifyFailure> {
+    let compression = format.compression_of(input);
+    let mut reader = open(input, compression, ReaderOptions::default())
+        .map_err(|e| VerifyFailure::new(None, e))?;
+    let index = input.with_suffix(".idx");
+    let indexed = compression == Compression::None && index.exists();
+    let mut frames = Vec::new();
+    let (records, framed) = scan(&mut reader, |e| {
+        if indexed {
+            frames.push(e);
+        }
+    })
+    .map_err(|(e, record, offset)| {
+        let at = grist_tensor::Location::record(input.name().clone(), record).with_offset(offset);
+        VerifyFailure::new(Some(at), e)
+    })?;
+    if indexed {
+        let text = index.read_all().map_err(|source| {
+            let e = Error::Io {
+                file: index.name().clone(),
+                source,
+            };
+            VerifyFailure::new(None, e)
+        })?;
+        parse_index(&text, index.name())
+            .and_then(|listed| compare_index(index.name(), &listed, &frames))
+            .map_err(|e| VerifyFailure::new(None, e))?;
+    }
+    let matches = if indexed { ", index matches" } else { "" };
+    Ok(Verified::new(
+        records,
+        format!("{} framed{matches}", bytes(framed)),
+    ))
+}
+
+/// Scans the uncompressed `input` and writes its index beside it,
+/// atomically.
+pub(crate) fn write_index(
+    format: &TfRecordFormat,
+    input: &Input,
+    options: &ReadOptions,
+) -> Result<u64> {
+    let compression = format.compression_of(input);
+    if compression != Compression::None {
+        return Err(Error::NeedsUncompressed {
+            file: input.name().clone(),
+            compression: compression.name(),
+        });
+    }
+    let mut reader = open(input, compression, reader_options(options))?;
+    let mut entries = Vec::new();
+    scan(&mut reader, |e| entries.push(e)).map_err(|(e, _, _)| e)?;
+    let index = input.with_suffix(".idx");
+    let io = |source| Error::Io {
+        file: index.name().clone(),
+        source,
+    };
+    let (file, target) = AtomicTarget::create(index.path()).map_err(io)?;
+    write_index_to(&entries, BufWriter::new(file)).map_err(io)?;
+    target.sync().map_err(io)?;
+    target.commit().map_err(io)?;
+    Ok(entries.len() as u64)
+}
+
+/// The kind name and value count of a feature.
+fn kind_of(feature: &proto::Feature) -> (&'static str, usize) {
+    match &feature.kind {
+        None => ("none", 0),
+        Some(Kind::Int64List(l)) => ("int64_list", l.value.len()),
+        Some(Kind::FloatList(l)) => ("float_list", l.value.len()),
+        Some(Kind::BytesList(l)) => ("bytes_list", l.value.len()),
+    }
+}
+
+/// What the first records of some files hold.
+#[derive(Default)]
+struct Summary {
+    records: u64,
+    /// Whether every record was seen.
+    complete: bool,
+    sizes: MinMax,
+    /// Features, or a SequenceExample's context features.
+    features: Features,
+    lists: Features,
+}
+
+/// Adds one record (`at`: where it is, for errors).
+fn add(summary: &mut Summary, payload: &[u8], sequence: bool, at: &Location) -> Result<()> {
+    let malformed = |message| Error::Malformed {
+        at: at.clone(),
+        message,
+        reason: "not a valid protobuf message of this type",
+        offset: 0,
+    };
+    if sequence {
+        let seq =
+            proto::SequenceExample::decode(payload).map_err(|_| malformed("SequenceExample"))?;
+        for (name, f) in seq.context.iter().flat_map(|c| &c.feature) {
+            let (kind, n) = kind_of(f);
+            summary.features.add(name, kind, n);
+        }
+        for (name, list) in seq.feature_lists.iter().flat_map(|l| &l.feature_list) {
+            summary
+                .lists
+                .add_list(name, list.feature.iter().map(kind_of));
+        }
+    } else {
+        let example = proto::Example::decode(payload).map_err(|_| malformed("Example"))?;
+        for (name, f) in example.features.iter().flat_map(|f| &f.feature) {
+            let (kind, n) = kind_of(f);
+            summary.features.add(name, kind, n);
+        }
+    }
+    summary.sizes.add(payload.len());
+    summary.records += 1;
+    Ok(())
+}
+
+/// Looks at the first `options.records` records of `inputs`.
+fn summarize(
+    format: &TfRecordFormat,
+    inputs: &[Input],
+    options: &InspectOptions,
+) -> Result<Summary> {
+    let mut summary = Summary {
+        complete: true,
+        ..Summary::default()
+    };
+    for (i, input) in inputs.iter().enumerate() {
+        let mut reader = open(
+            input,
+            format.compression_of(input),
+            reader_options(&options.read),
+        )?;
+        for record in 0u64.. {
+            if summary.records == options.records {
+                // Look one record further to tell whether the data ends
+                // here; damage past the inspected records is not
+                // inspect's business.
+                summary.complete =
+                    matches!(reader.next_record(), Ok(None)) && i + 1 == inputs.len();
+                return Ok(summary);
+            }
+            let Some(payload) = reader.next_record()? else {
+                break;
+            };
+            let at = Location::new(input.name().clone(), record);
+            add(&mut summary, payload, options.sequence, &at)?;
+        }
+    }
+    Ok(summary)
+}
+
+/// The features of the first records of `inputs` (`name`: the path as
+/// given).
+pub(crate) fn inspect(
+    format: &TfRecordFormat,
+    name: &str,
+    inputs: &[Input],
+    options: &InspectOptions,
+) -> Result<Report> {
+    let summary = summarize(format, inputs, options)?;
+    let mut compressions: Vec<&str> = Vec::new();
+    for input in inputs {
+        let c = format.compression_of(input).name();
+        if !compressions.contains(&c) {
+            compressions.push(c);
+        }
+    }
+    let compression = compressions.join(",");
+    let (lo, hi) = summary.sizes.or_zero();
+    let mut json = json!({
+        "file": name,
+        "format": "tfrecord",
+        "compression": compression,
+        "sequence": options.sequence,
+        "records": summary.records,
+        "complete": summary.complete,
+        "min_record_bytes": lo,
+        "max_record_bytes": hi,
+    });
+    let scope = if summary.complete {
+        "all records"
+    } else {
+        "the first records; there are more"
+    };
+    let mut text = vec![format!(
+        "{name}: {} records inspected ({scope}), compression {compression}, payloads of {} \
+         bytes",
+        count(summary.records),
+        summary.sizes.text()
+    )];
+    let n = summary.records;
+    let header = ["feature", "kind", "records", "values"];
+    if options.sequence {
+        json["context"] = summary.features.to_json(false);
+        json["feature_lists"] = summary.lists.to_json(true);
+        text.extend(["".into(), "context".into()]);
+        text.extend(table(&header, &summary.features.rows(n, false)));
+        text.extend(["".into(), "feature_lists".into()]);
+        text.extend(table(
+            &["feature_list", "kind", "records", "steps", "values/step"],
+            &summary.lists.rows(n, true),
+        ));
+    } else {
+        json["features"] = summary.features.to_json(false);
+        text.push(String::new());
+        text.extend(table(&header, &summary.features.rows(n, false)));
+    }
+    Ok(Report::new(json, text))
+}
