@@ -12,13 +12,12 @@ mod cat;
 mod count;
 mod demo;
 mod fmt;
-mod format;
 mod generate;
 mod index;
 mod inspect;
 mod out;
 mod prod19;
-mod records;
+mod sources;
 mod spec;
 mod verify;
 

@@ -23,23 +23,33 @@ pub(crate) fn load_spec(path: &Path) -> anyhow::Result<LoadedSpec> {
     Ok(LoadedSpec { spec })
 }
 
-/// Builds `builder`'s loader; errors about the spec's features say which
-/// spec file they come from, errors about the inputs (no such file, a
-/// name that says no format, mixed formats, a bad read) stand as they are:
-/// they name their file already, and are not the spec file's fault.
+/// Builds `builder`'s loader; errors about the spec's features (a
+/// feature the format cannot decode, a bad option the spec file may have
+/// set) say which spec file they come from, errors about the inputs (no
+/// such file, a file of no format the registry knows, mixed formats, a
+/// bad read) stand as they are: they name their file already, and are not
+/// the spec file's fault.
 pub(crate) fn build_loader(
-    builder: grist_loader::LoaderBuilder,
+    builder: grist::LoaderBuilder,
     spec_path: &Path,
-) -> anyhow::Result<grist_loader::Loader> {
-    use grist_loader::Error;
-    builder.build().map_err(|e| match e {
-        Error::NoFiles { .. }
-        | Error::BadPattern { .. }
-        | Error::UnknownFormat { .. }
-        | Error::MixedFormats { .. }
-        | Error::Io { .. }
-        | Error::Read { .. }
-        | Error::BadIndex { .. } => anyhow::Error::from(e),
-        other => anyhow::Error::from(other).context(format!("spec file {}", spec_path.display())),
+) -> anyhow::Result<grist::Loader> {
+    use grist::LoadError as Error;
+    use grist_tensor::ErrorKind;
+    builder.build().map_err(|e| {
+        let spec_s = match &e {
+            // The decoder refused the specs.
+            Error::Format(f) => matches!(f.kind(), ErrorKind::Argument | ErrorKind::Unsupported),
+            Error::BadOption { .. } | Error::Batch { .. } => true,
+            _ => false,
+        };
+        let e = match e {
+            Error::Sources(e) => crate::sources::hint(e),
+            e => anyhow::Error::from(e),
+        };
+        if spec_s {
+            e.context(format!("spec file {}", spec_path.display()))
+        } else {
+            e
+        }
     })
 }

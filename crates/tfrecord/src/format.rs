@@ -250,6 +250,12 @@ impl Format for TfRecordFormat {
         }))
     }
 
+    /// Reads every frame, both CRCs checked unless `options` turn them
+    /// off.
+    fn count(&self, input: &Input, options: &ReadOptions) -> Result<u64, BoxError> {
+        Ok(report::count_records(self, input, options)?)
+    }
+
     /// Reads every frame with both CRCs checked; when the file is
     /// uncompressed and `<file>.idx` is there, checks that it lists
     /// exactly the file's frames. Details: the bytes framed, and whether
@@ -420,46 +426,40 @@ impl grist_tensor::Decoder for ExampleDecoder {
     }
 }
 
-/// TFRecord files record by record.
+/// TFRecord files record by record, each handed out as soon as its frame
+/// is read and checked (so that the records before a damaged one, also in
+/// a compressed stream, come out first).
 struct TfRecords {
     format: TfRecordFormat,
     inputs: Vec<Input>,
     next_input: usize,
     options: RecordOptions,
-    /// The stream being read and the records of its chunk not handed out.
-    current: Option<(TfStream, Option<(Chunk, usize)>)>,
+    /// The file being read.
+    current: Option<report::FileReader>,
 }
 
 impl Records for TfRecords {
     fn next_record(&mut self) -> Result<Option<RawRecord>, BoxError> {
         loop {
-            let Some((stream, chunk)) = &mut self.current else {
+            let Some(reader) = &mut self.current else {
                 let Some(input) = self.inputs.get(self.next_input) else {
                     return Ok(None);
                 };
                 self.next_input += 1;
                 let compression = self.format.compression_of(input);
-                let stream =
-                    TfStream::open(input, ChunkPos::default(), &self.options.read, compression)?;
-                self.current = Some((stream, None));
+                let options = report::reader_options(&self.options.read);
+                self.current = Some(report::open(input, compression, options)?);
                 continue;
             };
-            if let Some((c, at)) = chunk {
-                if let Some(bytes) = c.record(*at) {
-                    let bytes = match &c.layout {
-                        RecordLayout::Spans(spans) => c.data.slice(spans[*at].clone()),
-                        RecordLayout::Sequential => Bytes::copy_from_slice(bytes),
-                    };
-                    let record = c.first_record + *at as u64;
-                    *at += 1;
-                    return Ok(Some(RawRecord {
-                        at: grist_tensor::Location::record(c.file.clone(), record),
-                        bytes,
-                    }));
+            match reader.next_record()? {
+                Some(payload) => {
+                    let bytes = Bytes::copy_from_slice(payload);
+                    let at = grist_tensor::Location::record(
+                        reader.name().clone(),
+                        reader.record_index(),
+                    );
+                    return Ok(Some(RawRecord { at, bytes }));
                 }
-            }
-            match stream.next()? {
-                Some((c, _)) => *chunk = Some((c, 0)),
                 None => self.current = None,
             }
         }

@@ -19,10 +19,14 @@ use crate::index::{IndexEntry, compare_index, parse_index, write_index_to};
 use crate::proto::{self, feature::Kind};
 
 /// A TFRecord file read record by record.
-type FileReader = RecordReader<Box<dyn Read + Send>>;
+pub(crate) type FileReader = RecordReader<Box<dyn Read + Send>>;
 
 /// `input`, compressed with `compression`, opened for reading records.
-fn open(input: &Input, compression: Compression, options: ReaderOptions) -> Result<FileReader> {
+pub(crate) fn open(
+    input: &Input,
+    compression: Compression,
+    options: ReaderOptions,
+) -> Result<FileReader> {
     let raw = input.reader_at(0).map_err(|source| Error::Io {
         file: input.name().clone(),
         source,
@@ -31,7 +35,7 @@ fn open(input: &Input, compression: Compression, options: ReaderOptions) -> Resu
 }
 
 /// The reader options of the contract's read options.
-fn reader_options(options: &ReadOptions) -> ReaderOptions {
+pub(crate) fn reader_options(options: &ReadOptions) -> ReaderOptions {
     ReaderOptions::default()
         .with_check_crc(options.check_crc)
         .with_limits(options.limits)
@@ -57,6 +61,18 @@ fn scan(
             Err(e) => return Err((e, records, offset)),
         }
     }
+}
+
+/// The number of records of `input`, every frame read (and checked as
+/// `options` say).
+pub(crate) fn count_records(
+    format: &TfRecordFormat,
+    input: &Input,
+    options: &ReadOptions,
+) -> Result<u64> {
+    let mut reader = open(input, format.compression_of(input), reader_options(options))?;
+    let (records, _) = scan(&mut reader, |_| {}).map_err(|(e, _, _)| e)?;
+    Ok(records)
 }
 
 /// Reads every frame of `input` with both CRCs checked, and checks
