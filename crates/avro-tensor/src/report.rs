@@ -229,3 +229,83 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod format_tests {
+    //! The report behind the format contract.
+
+    use std::path::Path;
+
+    use grist_tensor::{Format as _, ReadOptions, RecordOptions};
+
+    use super::*;
+    use crate::AvroFormat;
+    use crate::codec::Codec;
+    use crate::writer::{ContainerWriter, WriterOptions};
+
+    /// Writes an Avro file of longs (one-byte zig-zag varints) at `path`,
+    /// a block per datum.
+    fn write(path: &Path, longs: &[u8], codec: Codec) -> Input {
+        let options = WriterOptions::default()
+            .with_codec(codec)
+            .with_sync_interval(1);
+        let mut w = ContainerWriter::create(path, r#""long""#, options).unwrap();
+        for &b in longs {
+            w.append_datum(&[b]).unwrap();
+        }
+        w.finish().unwrap();
+        Input::local(path)
+    }
+
+    #[test]
+    fn every_datum_is_counted_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = write(&dir.path().join("a.bin"), &[2, 4, 6], Codec::Deflate);
+        let f = AvroFormat;
+        assert_eq!(f.count(&input, &ReadOptions::new()).unwrap(), 3);
+        let v = f.verify(&input).unwrap();
+        assert_eq!(v.records, 3);
+        assert!(v.details.ends_with("codec deflate"), "{}", v.details);
+        // Cut inside the last block: its block is named, with its offset.
+        let data = std::fs::read(input.path()).unwrap();
+        std::fs::write(input.path(), &data[..data.len() - 3]).unwrap();
+        assert!(f.count(&input, &ReadOptions::new()).is_err());
+        let failure = f.verify(&input).unwrap_err();
+        let at = failure.position.unwrap();
+        assert!(at.block.is_some() && at.offset.is_some(), "{at:?}");
+    }
+
+    #[test]
+    fn inspect_of_several_files_reports_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(&dir.path().join("a.avro"), &[2], Codec::Null);
+        let b = write(&dir.path().join("b.avro"), &[2, 4], Codec::Null);
+        let f = AvroFormat;
+        let one = f
+            .inspect("a", std::slice::from_ref(&a), &InspectOptions::default())
+            .unwrap();
+        assert_eq!(
+            (&one.json["records"], &one.json["codec"]),
+            (&json!(1), &json!("null"))
+        );
+        assert_eq!(one.text[0], "a: Avro, codec null, 1 records in 1 block");
+        assert!(one.text.contains(&"records of type long".to_string()));
+        let both = f.inspect("d", &[a, b], &InspectOptions::default()).unwrap();
+        assert_eq!(both.json["files"][1]["records"], 2);
+        let sequence = InspectOptions::default().with_sequence(true);
+        assert!(f.inspect("d", &[], &sequence).is_err());
+        let mut options = RecordOptions::default();
+        options.sequence = true;
+        assert!(f.records(&[], &options).is_err());
+        let e = f
+            .write_index(
+                &Input::local(dir.path().join("a.avro")),
+                &ReadOptions::new(),
+            )
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("index files are for TFRecord files"),
+            "{e}"
+        );
+    }
+}

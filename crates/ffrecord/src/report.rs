@@ -156,3 +156,75 @@ pub(crate) fn inspect(format: &FfrFormat, name: &str, inputs: &[Input]) -> Resul
     ));
     Ok(Report::new(Value::Object(doc), text))
 }
+
+#[cfg(test)]
+mod tests {
+    use grist_tensor::{Format as _, InspectOptions, ReadOptions};
+
+    use super::*;
+    use crate::header::encode_file;
+
+    /// Writes an FFRecord file of `samples` at `dir/name`.
+    fn file(dir: &std::path::Path, name: &str, samples: &[&[u8]]) -> (Input, Vec<u8>) {
+        let data = encode_file(samples.iter().copied());
+        let path = dir.join(name);
+        std::fs::write(&path, &data).unwrap();
+        (Input::local(path), data)
+    }
+
+    #[test]
+    fn damage_is_placed_at_its_sample() {
+        let dir = tempfile::tempdir().unwrap();
+        let (input, mut data) = file(dir.path(), "a.ffr", &[b"one", b"two", b"three"]);
+        let f = FfrFormat::default();
+        let v = f.verify(&input).unwrap();
+        assert_eq!(v.records, 3);
+        assert!(v.details.contains("every CRC-32 checked"), "{}", v.details);
+        // The last sample's first byte.
+        let at = data.len() - 5;
+        data[at] ^= 1;
+        std::fs::write(input.path(), &data).unwrap();
+        let failure = f.verify(&input).unwrap_err();
+        let place = failure.position.unwrap();
+        assert_eq!((place.record, place.offset), (Some(2), Some(at as u64)));
+        assert_eq!(f.record_noun(), "sample");
+        // Counting reads the header only.
+        assert_eq!(f.count(&input, &ReadOptions::new()).unwrap(), 3);
+    }
+
+    #[test]
+    fn counting_checks_the_header_unless_told_not_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let (input, mut data) = file(dir.path(), "a.ffr", &[b"one", b"two"]);
+        // A byte of the metadata (a sample checksum) after its CRC-32.
+        data[12] ^= 1;
+        std::fs::write(input.path(), &data).unwrap();
+        let f = FfrFormat::default();
+        assert!(f.count(&input, &ReadOptions::new()).is_err());
+        let unchecked = ReadOptions::new().with_check_crc(false);
+        assert_eq!(f.count(&input, &unchecked).unwrap(), 2);
+        // A bad header has no sample to name.
+        assert!(f.verify(&input).unwrap_err().position.is_none());
+    }
+
+    #[test]
+    fn inspect_reads_every_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, _) = file(dir.path(), "a.ffr", &[b"one", b"three"]);
+        let (b, _) = file(dir.path(), "b.ffr", &[b"xy"]);
+        let f = FfrFormat::default();
+        let report = f
+            .inspect("ds", &[a, b], &InspectOptions::default())
+            .unwrap();
+        assert_eq!(report.json["samples"], 3);
+        assert_eq!(report.json["files"][1]["first_index"], 2);
+        let sizes = (
+            &report.json["min_sample_bytes"],
+            &report.json["max_sample_bytes"],
+        );
+        assert_eq!(sizes, (&json!(2), &json!(5)));
+        assert!(report.text[0].starts_with("ds: FFRecord, 3 samples in 2 files"));
+        let sequence = InspectOptions::default().with_sequence(true);
+        assert!(f.inspect("ds", &[], &sequence).is_err());
+    }
+}

@@ -147,3 +147,82 @@ pub(crate) fn inspect(
     ));
     Ok(Report::new(json, text))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use grist_tensor::{Format as _, ReadOptions};
+
+    use super::*;
+    use crate::encode::RecordBuilder;
+    use crate::format::OfRecordFormat;
+    use crate::writer::RecordWriter;
+
+    /// Writes a part of `payloads` at `path`.
+    fn part(path: &Path, payloads: &[Vec<u8>]) -> Input {
+        let mut w = RecordWriter::new(std::fs::File::create(path).unwrap());
+        for p in payloads {
+            w.write_record(p).unwrap();
+        }
+        Input::local(path)
+    }
+
+    fn record(i: i64) -> Vec<u8> {
+        RecordBuilder::new().with_int64s("i", [i]).encode()
+    }
+
+    #[test]
+    fn counting_reads_lengths_verifying_parses_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = vec![0xff, 0xff, 0xff];
+        let input = part(&dir.path().join("part-0"), &[record(0), bad, record(2)]);
+        let f = OfRecordFormat::default();
+        assert_eq!(f.count(&input, &ReadOptions::new()).unwrap(), 3);
+        let failure = f.verify(&input).unwrap_err();
+        let at = failure.position.unwrap();
+        let second = 8 + record(0).len() as u64;
+        assert_eq!((at.record, at.offset), (Some(1), Some(second)));
+        assert!(
+            failure
+                .error
+                .to_string()
+                .contains("could not parse OFRecord")
+        );
+        // A cut length prefix fails counting too.
+        let cut = part(&dir.path().join("part-1"), &[record(0)]);
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(cut.path())
+            .and_then(|mut f| std::io::Write::write_all(&mut f, &[1, 0, 0]))
+            .unwrap();
+        assert!(f.count(&cut, &ReadOptions::new()).is_err());
+        let failure = f.verify(&cut).unwrap_err();
+        assert_eq!(failure.position.unwrap().record, Some(1));
+    }
+
+    #[test]
+    fn inspect_counts_every_part_and_looks_at_the_first_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = part(&dir.path().join("part-0"), &[record(0), record(1)]);
+        let b = part(&dir.path().join("part-1"), &[record(2)]);
+        let inputs = [a, b];
+        let f = OfRecordFormat::default();
+        let first = InspectOptions::default().with_records(1);
+        let report = f.inspect("ds", &inputs, &first).unwrap();
+        assert_eq!(report.json["records"], 3);
+        assert_eq!(report.json["inspected"], 1);
+        assert_eq!(report.json["complete"], false);
+        assert_eq!(report.json["parts"][1]["records"], 1);
+        assert!(report.text[0].starts_with("ds: OFRecord, 3 records in 2 parts"));
+        let all = f
+            .inspect("ds", &inputs, &InspectOptions::default())
+            .unwrap();
+        assert_eq!(all.json["features"][0]["records"], 3);
+        assert_eq!(all.json["complete"], true);
+        let sequence = InspectOptions::default().with_sequence(true);
+        assert!(f.inspect("ds", &inputs, &sequence).is_err());
+        assert!(f.write_index(&inputs[0], &ReadOptions::new()).is_err());
+        assert_eq!(f.local_index_key(), Some("index_in_part"));
+    }
+}

@@ -289,3 +289,129 @@ pub(crate) fn inspect(
     }
     Ok(Report::new(json, text))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use grist_tensor::Format as _;
+
+    use super::*;
+    use crate::encode::ExampleBuilder;
+    use crate::writer::{RecordWriter, WriterOptions};
+
+    /// Writes `n` Examples (`id`, and `x` in every other one) to `path`.
+    fn write(path: &Path, n: i64, compression: Option<Compression>) -> Input {
+        let options = WriterOptions::default().with_compression(compression);
+        let mut w = RecordWriter::create(path, options).unwrap();
+        for id in 0..n {
+            let mut e = ExampleBuilder::new().with_int64s("id", [id]);
+            if id % 2 == 0 {
+                e = e.with_floats("x", [0.5; 3]);
+            }
+            w.write_record(&e.encode()).unwrap();
+        }
+        w.finish().unwrap();
+        Input::local(path)
+    }
+
+    #[test]
+    fn an_index_is_written_then_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = write(&dir.path().join("a.bin"), 5, None);
+        let f = TfRecordFormat;
+        let v = f.verify(&input).unwrap();
+        assert_eq!((v.records, v.details.contains("index")), (5, false));
+        assert_eq!(f.write_index(&input, &ReadOptions::new()).unwrap(), 5);
+        let index = f.index_file(&input).unwrap();
+        assert!(index.name().ends_with("a.bin.idx") && index.exists());
+        assert!(
+            f.verify(&input)
+                .unwrap()
+                .details
+                .ends_with(", index matches")
+        );
+        // A stale index: the file is fine, the index is not.
+        std::fs::write(index.path(), "0 17\n").unwrap();
+        let failure = f.verify(&input).unwrap_err();
+        assert!(failure.position.is_none());
+        let e = failure.error.downcast_ref::<Error>().unwrap();
+        assert!(matches!(e, Error::BadIndex { line: 1, .. }), "{e}");
+    }
+
+    #[test]
+    fn compressed_files_have_no_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = write(&dir.path().join("a.tfrecord.gz"), 3, None);
+        let e = TfRecordFormat
+            .write_index(&input, &ReadOptions::new())
+            .unwrap_err();
+        let e = e.downcast_ref::<Error>().unwrap();
+        assert!(matches!(
+            e,
+            Error::NeedsUncompressed {
+                compression: "GZIP",
+                ..
+            }
+        ));
+        assert!(!input.with_suffix(".idx").exists());
+        // Its records are counted in the decompressed stream.
+        let count = TfRecordFormat.count(&input, &ReadOptions::new()).unwrap();
+        assert_eq!(count, 3);
+    }
+
+    #[test]
+    fn damage_is_placed_and_counting_checks_crcs_unless_told_not_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.tfrecord");
+        let input = write(&path, 4, None);
+        let mut data = std::fs::read(&path).unwrap();
+        // The second record's first payload byte.
+        let first = 16 + u64::from_le_bytes(data[..8].try_into().unwrap()) as usize;
+        data[first + 12] ^= 0xff;
+        std::fs::write(&path, data).unwrap();
+        let failure = TfRecordFormat.verify(&input).unwrap_err();
+        let at = failure.position.unwrap();
+        assert_eq!((at.record, at.offset), (Some(1), Some(first as u64)));
+        assert!(TfRecordFormat.count(&input, &ReadOptions::new()).is_err());
+        let unchecked = ReadOptions::new().with_check_crc(false);
+        assert_eq!(TfRecordFormat.count(&input, &unchecked).unwrap(), 4);
+    }
+
+    #[test]
+    fn inspect_reads_the_first_records_of_several_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(&dir.path().join("a.tfrecord"), 3, None);
+        let b = write(&dir.path().join("b.tfrecord.gz"), 2, None);
+        let inputs = [a, b];
+        let all = TfRecordFormat
+            .inspect("d", &inputs, &InspectOptions::default())
+            .unwrap();
+        assert_eq!(all.json["records"], 5);
+        assert_eq!(all.json["complete"], true);
+        assert_eq!(all.json["compression"], "NONE,GZIP");
+        let x = &all.json["features"][1];
+        assert_eq!((&x["name"], &x["records"]), (&json!("x"), &json!(3)));
+        assert!(all.text[0].starts_with("d: 5 records inspected (all records)"));
+        let first = InspectOptions::default().with_records(3);
+        let some = TfRecordFormat.inspect("d", &inputs, &first).unwrap();
+        assert_eq!(
+            (&some.json["records"], &some.json["complete"]),
+            (&json!(3), &json!(false))
+        );
+        // A record that is no Example is named.
+        let c = dir.path().join("c.tfrecord");
+        let mut w = RecordWriter::create(&c, WriterOptions::default()).unwrap();
+        w.write_record(&ExampleBuilder::new().encode()).unwrap();
+        w.write_record(b"\xff\xff\xff").unwrap();
+        w.finish().unwrap();
+        let e = TfRecordFormat
+            .inspect("c", &[Input::local(&c)], &InspectOptions::default())
+            .unwrap_err();
+        assert!(matches!(
+            e.downcast_ref::<Error>(),
+            Some(Error::Malformed { .. })
+        ));
+        assert!(e.to_string().contains("record 1"), "{e}");
+    }
+}
