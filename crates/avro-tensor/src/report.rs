@@ -190,50 +190,6 @@ pub(crate) fn inspect(name: &str, input: &Input, options: &InspectOptions) -> Re
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    #[test]
-    fn avro_type_names() {
-        let cases = [
-            (json!("long"), "long"),
-            (json!({"type": "array", "items": "float"}), "array<float>"),
-            (
-                json!({"type": "array", "items": {"type": "array", "items": "int"}}),
-                "array<array<int>>",
-            ),
-            (json!({"type": "map", "values": "long"}), "map<long>"),
-            (json!(["null", "string"]), "union[null, string]"),
-            (
-                json!({"type": "record", "name": "Name", "fields": []}),
-                "record Name",
-            ),
-            (
-                json!({"type": "enum", "name": "C", "symbols": ["A"]}),
-                "enum C",
-            ),
-            (
-                json!({"type": "fixed", "name": "Id8", "size": 8}),
-                "fixed Id8(8)",
-            ),
-            (
-                json!({"type": "long", "logicalType": "timestamp-millis"}),
-                "long (timestamp-millis)",
-            ),
-            (
-                json!({"type": {"type": "map", "values": "int"}}),
-                "map<int>",
-            ),
-        ];
-        for (t, want) in cases {
-            assert_eq!(avro_type(&t), want, "{t}");
-        }
-    }
-}
-
-#[cfg(test)]
-mod format_tests {
-    //! The report behind the format contract.
-
     use std::path::Path;
 
     use grist_tensor::{Format as _, ReadOptions, RecordOptions};
@@ -307,5 +263,42 @@ mod format_tests {
             e.to_string().contains("index files are for TFRecord files"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn avro_type_names() {
+        let cases = [
+            (json!("long"), "long"),
+            (json!({"type": "array", "items": "float"}), "array<float>"),
+            (
+                json!({"type": "array", "items": {"type": "array", "items": "int"}}),
+                "array<array<int>>",
+            ),
+            (json!({"type": "map", "values": "long"}), "map<long>"),
+            (json!(["null", "string"]), "union[null, string]"),
+            (
+                json!({"type": "record", "name": "Name", "fields": []}),
+                "record Name",
+            ),
+            (
+                json!({"type": "enum", "name": "C", "symbols": ["A"]}),
+                "enum C",
+            ),
+            (
+                json!({"type": "fixed", "name": "Id8", "size": 8}),
+                "fixed Id8(8)",
+            ),
+            (
+                json!({"type": "long", "logicalType": "timestamp-millis"}),
+                "long (timestamp-millis)",
+            ),
+            (
+                json!({"type": {"type": "map", "values": "int"}}),
+                "map<int>",
+            ),
+        ];
+        for (t, want) in cases {
+            assert_eq!(avro_type(&t), want, "{t}");
+        }
     }
 }
