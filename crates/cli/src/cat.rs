@@ -104,10 +104,10 @@ pub(crate) struct Args {
     #[command(flatten)]
     payload: PayloadArg,
 
-    /// TFRecord files (compression from the extension: .gz GZIP, .zz/.zlib
-    /// ZLIB), Avro object container files (.avro), FFRecord files (.ffr) or
-    /// folders of them, OFRecord part files (part-<n>) or folders of them;
-    /// read in order.
+    /// Files, folders (datasets) or glob patterns, read in order:
+    /// TFRecord, Avro, FFRecord or OFRecord, told by name, then by content
+    /// (see `grist --help`); with --spec or a dataset format, all of one
+    /// format.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
 }
