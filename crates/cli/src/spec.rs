@@ -37,8 +37,12 @@ pub(crate) fn build_loader(
     use grist_tensor::ErrorKind;
     builder.build().map_err(|e| {
         let spec_s = match &e {
-            // The decoder refused the specs.
-            Error::Format(f) => matches!(f.kind(), ErrorKind::Argument | ErrorKind::Unsupported),
+            // Nothing is read before the first batch: a format's error here
+            // is its decoder refusing the specs, unless it says it is about
+            // an input (an I/O error, or one placed in a file).
+            Error::Format(f) => {
+                f.kind() != ErrorKind::Io && f.location().is_none_or(|at| at.file.is_empty())
+            }
             Error::BadOption { .. } | Error::Batch { .. } => true,
             _ => false,
         };
