@@ -34,8 +34,8 @@ fn format_help() -> String {
         .collect();
     format!(
         "The format of the files: {}. By default, each file's format is told by its name, an \
-         extension first ({}), then a format's usual bare name (OFRecord's part-<digits>), \
-         else by its content; a folder is a dataset of its files, in the format's order",
+         extension first ({}), then a format's usual bare name, else by its content; a folder \
+         is a dataset of its files, in the format's order",
         known(),
         extensions.join("; ")
     )
@@ -53,10 +53,10 @@ pub(crate) struct FormatArg {
 /// of the format (`configure("payload", KIND)`).
 #[derive(Clone, Debug, Default, clap::Args)]
 pub(crate) struct PayloadArg {
-    /// What the records of formats of opaque records hold, for the
-    /// formats that take it: FFRecord samples are example (serialized
-    /// tf.Example, the default), ofrecord (serialized OFRecord) or raw (one
-    /// tensor's little-endian bytes). Other formats refuse it.
+    /// What the records hold, for the formats of opaque records that take
+    /// this option: FFRecord samples are example (serialized tf.Example,
+    /// the default), ofrecord (serialized OFRecord) or raw (one tensor's
+    /// little-endian bytes). Other formats refuse it.
     #[arg(long, value_name = "KIND")]
     payload: Option<String>,
 }
