@@ -3,22 +3,22 @@
 //! magic, streams of blocks left compressed for the parse threads, the
 //! ATDS decoder, and datums one by one.
 
-use std::io::BufReader;
 use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use grist_tensor::{
     BatchBuilder, BoxError, ByNumber, Chunk, ChunkPos, ChunkStream, FeatureSpec, Format, Input,
-    Limits, NameMatch, RandomAccess, RawRecord, ReadOptions, RecordOptions, Records, SpecFile,
-    TensorError,
+    InspectOptions, Limits, NameMatch, RandomAccess, RawRecord, ReadOptions, RecordOptions,
+    Records, Report, SpecFile, TensorError, Verified, VerifyFailure,
 };
 
 use crate::codec::Codec;
-use crate::container::{BlockReader, Header, MAGIC, ReaderOptions};
+use crate::container::{Header, MAGIC, ReaderOptions};
 use crate::decoder::AvroDecoder;
 use crate::error::{Error, Location};
-use crate::generic::{DatumReader, DatumSchema, datum_to_json};
+use crate::generic::{DatumSchema, datum_to_json};
+use crate::report;
 use crate::source::AvroStream;
 
 /// Avro object container files, as a [`Format`].
@@ -117,11 +117,74 @@ impl Format for AvroFormat {
         inputs: &[Input],
         options: &RecordOptions,
     ) -> Result<Box<dyn Records>, BoxError> {
+        if options.sequence {
+            return Err(Box::new(TensorError::Unsupported {
+                what: "Avro: --sequence is for tf.SequenceExample records; Avro datums decode \
+                       by their writer schema"
+                    .into(),
+            }));
+        }
         Ok(Box::new(AvroRecords {
             inputs: inputs.to_vec(),
             next_input: 0,
             options: ReaderOptions::default().with_limits(options.read.limits),
             current: None,
+        }))
+    }
+
+    /// Reads every block (sync marker, codec) and every datum, checked
+    /// against its block's record count: an Avro block's count alone is
+    /// not checked until its datums are walked.
+    fn count(&self, input: &Input, options: &ReadOptions) -> Result<u64, BoxError> {
+        let options = ReaderOptions::default().with_limits(options.limits);
+        Ok(report::count_datums(input, options)?)
+    }
+
+    /// Reads every block (sync marker, codec; snappy's CRC-32 too) and
+    /// every datum against its block's record count. Details: the blocks
+    /// and the codec.
+    fn verify(&self, input: &Input) -> Result<Verified, VerifyFailure> {
+        report::verify(input)
+    }
+
+    /// The codec, the metadata, the number of blocks and records (every
+    /// block and datum is read and checked), each top-level field's type,
+    /// and the writer schema; for several files, each file's.
+    fn inspect(
+        &self,
+        name: &str,
+        inputs: &[Input],
+        options: &InspectOptions,
+    ) -> Result<Report, BoxError> {
+        if options.sequence {
+            return Err(Box::new(TensorError::Unsupported {
+                what: "--sequence is for TFRecord files of tf.SequenceExamples, not Avro".into(),
+            }));
+        }
+        if let [input] = inputs {
+            return Ok(report::inspect(name, input, options)?);
+        }
+        let mut files = Vec::new();
+        let mut text = Vec::new();
+        for input in inputs {
+            let report = report::inspect(input.name(), input, options)?;
+            if !text.is_empty() {
+                text.push(String::new());
+            }
+            text.extend(report.text);
+            files.push(report.json);
+        }
+        let json = serde_json::json!({"file": name, "format": "avro", "files": files});
+        Ok(Report::new(json, text))
+    }
+
+    fn write_index(&self, input: &Input, _options: &ReadOptions) -> Result<u64, BoxError> {
+        Err(Box::new(TensorError::Unsupported {
+            what: format!(
+                "{}: Avro files have no index files: they are read block by block through \
+                 their sync markers (index files are for TFRecord files)",
+                input.name()
+            ),
         }))
     }
 }
@@ -220,10 +283,7 @@ struct AvroRecords {
     inputs: Vec<Input>,
     next_input: usize,
     options: ReaderOptions,
-    current: Option<(
-        DatumReader<BufReader<Box<dyn std::io::Read + Send>>>,
-        Arc<DatumSchema>,
-    )>,
+    current: Option<(report::FileReader, Arc<DatumSchema>)>,
 }
 
 impl Records for AvroRecords {
@@ -234,13 +294,7 @@ impl Records for AvroRecords {
                     return Ok(None);
                 };
                 self.next_input += 1;
-                let raw = input.reader_at(0).map_err(Error::from)?;
-                let blocks = BlockReader::new(
-                    BufReader::with_capacity(1 << 20, raw),
-                    input.name().clone(),
-                    self.options.clone(),
-                )?;
-                let reader = DatumReader::new(blocks)?;
+                let reader = report::open(input, self.options.clone())?;
                 let schema = Arc::new(reader.schema().clone());
                 self.current = Some((reader, schema));
                 continue;

@@ -75,6 +75,7 @@ mod schema;
 
 // -- datums read generically: boundaries, value trees, JSON --
 mod generic;
+mod report;
 
 pub use codec::Codec;
 pub use container::{

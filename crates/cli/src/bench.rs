@@ -7,12 +7,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use grist_loader::{Access, Epochs, Loader, Stats, Threads};
+use grist::{Access, Epochs, Loader, Stats, Threads};
 use serde_json::json;
 
 use crate::fmt;
-use crate::format::{Format, PayloadArg};
 use crate::out::Out;
+use crate::sources::{FormatArg, PayloadArg};
 use crate::spec::{build_loader, load_spec};
 
 /// `--threads`: a number or `autotune`.
@@ -99,11 +99,8 @@ pub(crate) struct Args {
     #[arg(long)]
     json: bool,
 
-    /// The format of the files. By default, from the file names: .avro is
-    /// Avro, .ffr FFRecord, .tfrecord (and .tfrecord.gz, ...) TFRecord,
-    /// part-N OFRecord.
-    #[arg(long, value_enum, value_name = "FORMAT")]
-    format: Option<Format>,
+    #[command(flatten)]
+    format: FormatArg,
 
     #[command(flatten)]
     payload: PayloadArg,
@@ -143,7 +140,8 @@ fn access(mmap: bool) -> Access {
 /// The loader of `args`.
 fn loader(args: &Args, epochs: Epochs) -> anyhow::Result<Loader> {
     let loaded = load_spec(&args.spec)?;
-    let mut builder = Loader::builder()
+    let mut builder = grist::loader()
+        .with_storage(crate::sources::storage())
         .with_paths(args.files.iter().cloned())
         .with_spec_file(loaded.spec)
         .with_threads(args.threads)
@@ -153,13 +151,12 @@ fn loader(args: &Args, epochs: Epochs) -> anyhow::Result<Loader> {
         .with_cycle_length(args.cycle_length as usize)
         .with_check_crc(!args.no_crc)
         .with_access(access(args.mmap))
-        .with_ffrecord_payload(args.payload.kind().into())
         .with_epochs(epochs);
     if let Some(b) = args.batch_size {
         builder = builder.with_batch_size(b as usize);
     }
-    if let Some(f) = args.format {
-        builder = builder.with_format(f.into());
+    if let Some(format) = args.format.for_loader(&args.payload, &args.files)? {
+        builder = builder.with_format(format);
     }
     build_loader(builder, &args.spec)
 }

@@ -10,22 +10,26 @@
 //!   `avro.records` form (Avro) or `features` form (OFRecord, FFRecord of
 //!   OFRecords).
 //!
-//! FFRecord and OFRecord inputs (files or folders) make one dataset whose
-//! records are numbered across its files. On a bad record every good line
-//! before it is printed, then the command fails naming the file and record,
-//! sample or block (and the feature, for parse errors).
+//! Every format is read through grist's registry (as the loader reads
+//! it). Formats whose datasets number records across their files
+//! (FFRecord, OFRecord: [`Format::local_index_key`]) are read as one
+//! dataset; the others file by file, each file's records numbered from 0.
+//! On a bad record every good line before it is printed, then the command
+//! fails naming the file and record, sample or block (and the feature, for
+//! parse errors).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::ArgGroup;
 use grist_tensor::json::batch_to_json;
+use grist_tensor::{Format, Input, RecordOptions, RegistryError};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::format::{Format, FormatArg, PayloadArg};
 use crate::out::Out;
-use crate::records::RecordFile;
+use crate::sources::{FormatArg, PayloadArg, hint};
 use crate::spec::{build_loader, load_spec};
 
 /// Arguments of `grist cat`.
@@ -100,10 +104,10 @@ pub(crate) struct Args {
     #[command(flatten)]
     payload: PayloadArg,
 
-    /// TFRecord files (compression from the extension: .gz GZIP, .zz/.zlib
-    /// ZLIB), Avro object container files (.avro), FFRecord files (.ffr) or
-    /// folders of them, OFRecord part files (part-<n>) or folders of them;
-    /// read in order.
+    /// Files, folders (datasets) or glob patterns, read in order:
+    /// TFRecord, Avro, FFRecord or OFRecord, told by name, then by content
+    /// (see `grist --help`); with --spec or a dataset format, all of one
+    /// format.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
 }
@@ -125,22 +129,22 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// file order, no shuffle).
 fn cat_batches(args: &Args, spec_path: &Path, out: &mut Out) -> anyhow::Result<()> {
     let loaded = load_spec(spec_path)?;
-    let (format, files) = args.format.of_all(&args.files)?;
-    let payload = args.payload.of(format)?;
     let batch_size = args
         .batch_size
         .map(|b| b as usize)
         .or(loaded.spec.batch_size)
         .unwrap_or(1);
     let drop_remainder = args.drop_remainder || loaded.spec.drop_remainder == Some(true);
-    let builder = grist_loader::Loader::builder()
-        .with_paths(files)
-        .with_format(format.into())
-        .with_ffrecord_payload(payload.into())
+    let mut builder = grist::loader()
+        .with_storage(crate::sources::storage())
+        .with_paths(args.files.iter().cloned())
         .with_spec_file(loaded.spec)
         .with_batch_size(batch_size)
         .with_drop_remainder(drop_remainder)
-        .with_threads(grist_loader::Threads::Fixed(args.threads as usize));
+        .with_threads(grist::Threads::Fixed(args.threads as usize));
+    if let Some(format) = args.format.for_loader(&args.payload, &args.files)? {
+        builder = builder.with_format(format);
+    }
     let mut loader = build_loader(builder, spec_path)?;
     while let Some(batch) = loader.next_batch() {
         out.json(&batch_to_json(&batch?))?;
@@ -148,57 +152,62 @@ fn cat_batches(args: &Args, spec_path: &Path, out: &mut Out) -> anyhow::Result<(
     Ok(())
 }
 
-/// `--raw` or `--records`: TFRecord and Avro files one at a time, FFRecord
-/// and OFRecord files as one dataset.
+/// `--raw` or `--records`: the files of formats whose datasets number
+/// records across files as one dataset (of one format), the others file
+/// by file (each of its own format).
 fn cat_all_records(args: &Args, out: &mut Out) -> anyhow::Result<()> {
-    let inputs = args.format.expand(&args.files)?;
-    if inputs.iter().any(|i| i.format.is_dataset()) {
-        let (format, files) = args.format.one_format(inputs)?;
-        let records = RecordFile::open_dataset(&files, format, true)?;
-        return cat_records(args, records, format, files.len() > 1, out);
-    }
+    let inputs = args.format.expand_each_with(&args.payload, &args.files)?;
     let several = inputs.len() > 1;
-    for input in inputs {
-        let records = RecordFile::open(&input.path, input.format, true)?;
-        cat_records(args, records, input.format, several, out)?;
+    let Some((first, first_input)) = inputs.first() else {
+        return Ok(());
+    };
+    if inputs.iter().any(|(f, _)| f.local_index_key().is_some()) {
+        if let Some((other, input)) = inputs.iter().find(|(f, _)| f.id() != first.id()) {
+            return Err(hint(RegistryError::Mixed {
+                first: first_input.name().clone(),
+                first_format: first.name(),
+                other: input.name().clone(),
+                other_format: other.name(),
+            }));
+        }
+        let files: Vec<Input> = inputs.iter().map(|(_, i)| i.clone()).collect();
+        return cat_records(args, first, &files, several, out);
+    }
+    for (format, input) in &inputs {
+        cat_records(args, format, std::slice::from_ref(input), several, out)?;
     }
     Ok(())
 }
 
-/// One JSON line per record of `records` (`several`: from several files).
+/// One JSON line per record of `inputs` (`several`: of several files).
 fn cat_records(
     args: &Args,
-    mut records: RecordFile,
-    format: Format,
+    format: &Arc<dyn Format>,
+    inputs: &[Input],
     several: bool,
     out: &mut Out,
 ) -> anyhow::Result<()> {
-    let payload = args.payload.of(format)?;
-    let decoder = match args.records {
-        true => Some(records.json_decoder(args.sequence, payload)?),
-        false => None,
-    };
+    let mut options = RecordOptions::default();
+    options.sequence = args.sequence;
+    let mut records = format.records(inputs, &options)?;
     // The key of the number within the file, for records numbered across
     // a dataset.
-    let local_key = match format {
-        Format::Ffrecord => Some("local_index"),
-        Format::Ofrecord => Some("index_in_part"),
-        Format::Tfrecord | Format::Avro => None,
-    };
+    let local_key = format.local_index_key();
     while let Some(record) = records.next_record()? {
-        let place = &record.place;
-        let mut line = match &decoder {
-            None => {
-                let sha = hex::encode(Sha256::digest(record.bytes));
-                json!({"index": place.global, "length": record.bytes.len(), "sha256": sha})
-            }
-            Some(decoder) => decoder.decode(&record)?,
+        let at = &record.at;
+        let local = at.record.unwrap_or_default();
+        let index = at.index.unwrap_or(local);
+        let mut line = if args.records {
+            records.to_json(&record)?
+        } else {
+            let sha = hex::encode(Sha256::digest(&record.bytes));
+            json!({"index": index, "length": record.bytes.len(), "sha256": sha})
         };
         if let (true, Value::Object(map)) = (several, &mut line) {
-            map.insert("file".into(), json!(&*place.file));
-            map.insert("index".into(), json!(place.global));
+            map.insert("file".into(), json!(&*at.file));
+            map.insert("index".into(), json!(index));
             if let Some(key) = local_key {
-                map.insert(key.into(), json!(place.local));
+                map.insert(key.into(), json!(local));
             }
         }
         out.json(&line)?;

@@ -1,15 +1,16 @@
-//! `grist count`: records per file and in total. FFRecord files give
-//! their sample count from their (checked) header; OFRecord parts are
-//! counted from their length prefixes alone.
+//! `grist count`: records per file and in total, through each format's
+//! count (FFRecord: the sample count of the checked header; OFRecord: the
+//! length prefixes alone; TFRecord: every frame, CRCs checked; Avro:
+//! every block and datum).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+use grist_tensor::ReadOptions;
 use serde_json::json;
 
-use crate::format::{Format, FormatArg};
 use crate::out::Out;
-use crate::records::RecordFile;
+use crate::sources::FormatArg;
 
 /// Arguments of `grist count`.
 #[derive(Debug, clap::Args)]
@@ -29,54 +30,31 @@ pub(crate) struct Args {
     #[command(flatten)]
     format: FormatArg,
 
-    /// TFRecord files (compression from the extension), Avro files
-    /// (.avro), FFRecord files (.ffr), OFRecord part files (part-<n>), or
-    /// folders of FFRecord files or OFRecord parts (one line per file).
+    /// Files, folders (a dataset: one line per file) or glob patterns.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
 }
 
-/// Counts the records of one file.
-fn count_records(file: &Path, format: Format, check_crc: bool) -> anyhow::Result<u64> {
-    match format {
-        Format::Ffrecord => {
-            let options = grist_ffrecord::ReaderOptions::default().with_check_data(check_crc);
-            return Ok(grist_ffrecord::FfrReader::open(file, options)?.len());
-        }
-        Format::Ofrecord => {
-            let counts = grist_ofrecord::Dataset::from_files([file]).record_counts()?;
-            return Ok(counts.iter().sum());
-        }
-        Format::Tfrecord | Format::Avro => {}
-    }
-    let mut records = RecordFile::open(file, format, check_crc)?;
-    let mut n = 0;
-    while records.next_record()?.is_some() {
-        n += 1;
-    }
-    Ok(n)
-}
-
 /// Runs `grist count`.
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let inputs = args.format.expand_each(&args.files)?;
+    let options = ReadOptions::new().with_check_crc(!args.no_crc);
     let mut out = Out::stdout();
     let mut total = 0u64;
     let mut per_file = Vec::new();
-    let inputs = args.format.expand(&args.files)?;
-    for input in &inputs {
-        let file = &input.path;
-        let n = match count_records(file, input.format, !args.no_crc) {
+    for (format, input) in &inputs {
+        let n = match format.count(input, &options) {
             Ok(n) => n,
             Err(e) => {
                 out.flush()?;
-                return Err(e);
+                return Err(e.into());
             }
         };
         total += n;
         if args.json {
-            per_file.push(json!({"file": file.display().to_string(), "records": n}));
+            per_file.push(json!({"file": &**input.name(), "records": n}));
         } else {
-            out.line(format_args!("{n:>12}  {}", file.display()))?;
+            out.line(format_args!("{n:>12}  {}", input.name()))?;
         }
     }
     if args.json {

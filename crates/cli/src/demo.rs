@@ -9,15 +9,14 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use grist::Threads;
 use grist_avro_tensor::Codec;
-use grist_loader::{Format as LoaderFormat, Loader, Threads};
 use grist_tensor::{Batch, SpecFile, Values};
 
 use crate::bench::parse_threads;
 use crate::fmt;
-use crate::format::Format;
 use crate::out::Out;
-use crate::prod19::{self, Expected, FileKind};
+use crate::prod19::{self, Expected, FileKind, OutputFormat};
 
 /// The batch size the demo reads with.
 const BATCH: usize = 1024;
@@ -68,23 +67,23 @@ pub(crate) struct Args {
     threads: Threads,
 }
 
-/// One data set of the demo: a file or folder, its format, what it is.
+/// One data set of the demo: a file or folder and what it is (its format
+/// is told by grist's registry, from its name).
 struct Data {
     path: PathBuf,
     describe: String,
-    format: LoaderFormat,
     /// The types it stores (Avro's own, or tf.Example's).
-    types: Format,
+    types: OutputFormat,
     records: u64,
     bytes: u64,
 }
 
 /// The loader of `data`: batches of [`BATCH`], one epoch.
-fn loader(data: &Data, threads: Threads) -> anyhow::Result<grist_loader::LoaderBuilder> {
+fn loader(data: &Data, threads: Threads) -> anyhow::Result<grist::LoaderBuilder> {
     let spec: SpecFile = prod19::spec_file(data.types);
-    Ok(Loader::builder()
+    Ok(grist::loader()
+        .with_storage(crate::sources::storage())
         .with_path(&data.path)
-        .with_format(data.format)
         .with_spec_file(spec)
         .with_batch_size(BATCH)
         .with_threads(threads))
@@ -130,7 +129,7 @@ struct Timed {
     records: u64,
     batches: u64,
     elapsed: Duration,
-    stats: grist_loader::Stats,
+    stats: grist::Stats,
     sum: i64,
 }
 
@@ -190,7 +189,6 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         .map(|f| Data {
             path: f.path.clone(),
             describe: f.kind.describe(),
-            format: f.kind.format().into(),
             types: f.kind.format(),
             records: f.records,
             bytes: f.bytes,
@@ -314,13 +312,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     out.line("")?;
     match &args.dir {
         Some(dir) => {
-            let spec = prod19::spec_path(dir, Format::Tfrecord);
+            let spec = prod19::spec_path(dir, OutputFormat::Tfrecord);
             out.line(format_args!(
                 "next: `grist bench --spec {} --shuffle-buffer 10000 {}` measures one of them \
                  (Avro: --spec {})",
                 spec.display(),
                 all[4].path.display(),
-                prod19::spec_path(dir, Format::Avro).display(),
+                prod19::spec_path(dir, OutputFormat::Avro).display(),
             ))?;
         }
         None => out.line(

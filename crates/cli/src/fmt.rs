@@ -2,32 +2,7 @@
 
 use std::time::Duration;
 
-/// An integer with thousands separators: `1,234,567`.
-pub(crate) fn count(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// A byte size in decimal units: `512 B`, `41.2 kB`, `3.07 MB`, `1.20 GB`.
-pub(crate) fn bytes(n: u64) -> String {
-    let n = n as f64;
-    if n < 1e3 {
-        format!("{n} B")
-    } else if n < 1e6 {
-        format!("{:.1} kB", n / 1e3)
-    } else if n < 1e9 {
-        format!("{:.1} MB", n / 1e6)
-    } else {
-        format!("{:.2} GB", n / 1e9)
-    }
-}
+pub(crate) use grist_tensor::report::{bytes, count};
 
 /// A rate per second with a unit: `1,234,567 records/s`.
 pub(crate) fn per_second(n: f64, unit: &str) -> String {
@@ -49,17 +24,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn thousands() {
-        assert_eq!(count(0), "0");
-        assert_eq!(count(999), "999");
-        assert_eq!(count(1000), "1,000");
-        assert_eq!(count(1234567), "1,234,567");
-    }
-
-    #[test]
-    fn sizes() {
-        assert_eq!(bytes(512), "512 B");
-        assert_eq!(bytes(41_200), "41.2 kB");
-        assert_eq!(bytes(1_200_000_000), "1.20 GB");
+    fn rates() {
+        assert_eq!(per_second(1234.4, "records"), "1,234 records/s");
+        assert_eq!(mb_per_second(640.34e6), "640.3 MB/s");
+        assert_eq!(seconds(Duration::from_millis(3050)), "3.05 s");
     }
 }

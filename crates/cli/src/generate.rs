@@ -7,9 +7,8 @@ use anyhow::bail;
 use grist_avro_tensor::Codec;
 
 use crate::fmt;
-use crate::format::Format;
 use crate::out::Out;
-use crate::prod19::{self, FileKind};
+use crate::prod19::{self, FileKind, OutputFormat};
 
 /// The datasets `gen` can write.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -48,7 +47,7 @@ pub(crate) struct Args {
     /// FFRecord file of tf.Example samples, or an OFRecord dataset (a
     /// folder of 4 part files of OFRecords).
     #[arg(long, value_enum, value_name = "FORMAT", default_value = "tfrecord")]
-    format: Format,
+    format: OutputFormat,
 
     /// TFRecord: also write a GZIP-compressed copy (`<name>.tfrecord.gz`).
     #[arg(long)]
@@ -82,23 +81,25 @@ fn parse_codec(name: &str) -> Result<Codec, String> {
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let DatasetName::Prod19 = args.dataset;
     let kinds = match (args.format, args.codec) {
-        (Format::Tfrecord, Some(_)) => bail!("--codec is for --format avro"),
-        (Format::Tfrecord, None) => {
+        (OutputFormat::Tfrecord, Some(_)) => bail!("--codec is for --format avro"),
+        (OutputFormat::Tfrecord, None) => {
             let mut kinds = vec![FileKind::Tfrecord { gzip: false }];
             if args.gzip {
                 kinds.push(FileKind::Tfrecord { gzip: true });
             }
             kinds
         }
-        (Format::Avro, _) if args.gzip => {
+        (OutputFormat::Avro, _) if args.gzip => {
             bail!("--gzip is for --format tfrecord (Avro files compress with --codec)")
         }
-        (Format::Avro, codec) => vec![FileKind::Avro(codec.unwrap_or(Codec::Null))],
-        (Format::Ffrecord | Format::Ofrecord, _) if args.gzip || args.codec.is_some() => {
+        (OutputFormat::Avro, codec) => vec![FileKind::Avro(codec.unwrap_or(Codec::Null))],
+        (OutputFormat::Ffrecord | OutputFormat::Ofrecord, _)
+            if args.gzip || args.codec.is_some() =>
+        {
             bail!("--gzip is for --format tfrecord and --codec for --format avro")
         }
-        (Format::Ffrecord, _) => vec![FileKind::Ffrecord],
-        (Format::Ofrecord, _) => vec![FileKind::Ofrecord],
+        (OutputFormat::Ffrecord, _) => vec![FileKind::Ffrecord],
+        (OutputFormat::Ofrecord, _) => vec![FileKind::Ofrecord],
     };
     let dataset = prod19::write(&args.out, args.records, args.seed, &kinds)?;
     let mut out = Out::stdout();

@@ -12,13 +12,12 @@ mod cat;
 mod count;
 mod demo;
 mod fmt;
-mod format;
 mod generate;
 mod index;
 mod inspect;
 mod out;
 mod prod19;
-mod records;
+mod sources;
 mod spec;
 mod verify;
 
@@ -37,14 +36,18 @@ use clap::{Parser, Subcommand};
     long_about = "grist reads ML training records (TFRecord files of tf.Example and \
                   tf.SequenceExample, Avro object container files, HFAiLab FFRecord files, \
                   OneFlow OFRecord part files) into tensor batches, fast.\n\n\
-                  The format is taken from the file name: .avro is Avro, .ffr FFRecord, \
-                  part-<n> an OFRecord part, anything else TFRecord (--format overrides). A \
-                  folder is a dataset of *.ffr files (FFRecord, samples numbered across the \
-                  files in name order) or of part-<n> files (OFRecord, parts in numeric \
-                  order). TFRecord compression is taken from the file \
-                  name too: .gz is GZIP, .zz/.zlib is ZLIB, .zst/.zstd is ZSTD (not built \
-                  into this binary), anything else is uncompressed; Avro files name their \
-                  codec in their header (null, deflate, snappy, zstandard, bzip2, xz).\n\n\
+                  Files are read through grist's format registry, as the loader reads them. \
+                  A file's format is told by its extension first (.tfrecord, .tfrecords, \
+                  .tfr, optionally followed by .gz/.zz/.zlib/.zst/.zstd: TFRecord; .avro: \
+                  Avro; .ffr: FFRecord), then by a format's usual bare name (part-<digits>: \
+                  an OFRecord part), then by its content (Avro's magic, a TFRecord frame's \
+                  length CRC, an FFRecord header, an OFRecord frame); --format overrides. A \
+                  folder is a dataset of its files in the format's order (FFRecord files in \
+                  plain string order, OFRecord parts in numeric order). TFRecord compression \
+                  is taken from the extension (.gz GZIP, .zz/.zlib ZLIB, .zst/.zstd ZSTD, not \
+                  built into this binary) or, without a TFRecord extension, from the first \
+                  bytes; Avro files name their codec in their header (null, deflate, snappy, \
+                  zstandard, bzip2, xz).\n\n\
                   Start with `grist demo`, then try `grist gen prod19 --out DIR` and \
                   `grist bench --spec DIR/prod19.spec.json DIR/prod19.tfrecord`."
 )]

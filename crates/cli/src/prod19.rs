@@ -20,16 +20,31 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use grist_avro_tensor::{Codec, ContainerWriter};
 use grist_ffrecord::FfrWriter;
-use grist_ofrecord::DatasetWriter;
+use grist_ofrecord::{DatasetWriter, OfRecordFormat};
 use grist_tensor::synth::{
     SplitMix64, prod19, prod19_example_specs, prod19_native, prod19_native_specs,
 };
-use grist_tensor::{Batch, Column, DenseTensor, SparseTensor, SpecFile, Tensor, Values};
+use grist_tensor::{
+    Batch, Column, DenseTensor, Format as _, NameMatch, SparseTensor, SpecFile, Tensor, Values,
+};
 use grist_tfrecord::RecordWriter;
 use rayon::prelude::*;
 use serde_json::json;
 
-use crate::format::Format;
+/// The formats prod19 is written in, each by its format crate's writer
+/// (reading goes through grist's registry, like every file).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum OutputFormat {
+    /// TFRecord files of tf.Example records.
+    Tfrecord,
+    /// An Avro object container file of records with the features' own
+    /// types.
+    Avro,
+    /// An FFRecord file of tf.Example samples.
+    Ffrecord,
+    /// An OFRecord dataset: a folder of part files of OFRecords.
+    Ofrecord,
+}
 
 /// Rows per generated chunk (a multiple of 1024, so batches of 1024 never
 /// straddle two chunks).
@@ -51,26 +66,30 @@ fn chunk_rows(records: u64, k: u64) -> usize {
 
 /// Chunk `k` of a dataset of `records` records, with the types `format`
 /// stores.
-fn chunk(records: u64, seed: u64, k: u64, format: Format) -> Batch {
+fn chunk(records: u64, seed: u64, k: u64, format: OutputFormat) -> Batch {
     let (rows, seed) = (chunk_rows(records, k), chunk_seed(seed, k));
     match format {
-        Format::Avro => prod19_native(rows, seed),
-        Format::Tfrecord | Format::Ffrecord | Format::Ofrecord => prod19(rows, seed),
+        OutputFormat::Avro => prod19_native(rows, seed),
+        OutputFormat::Tfrecord | OutputFormat::Ffrecord | OutputFormat::Ofrecord => {
+            prod19(rows, seed)
+        }
     }
 }
 
 /// The chunks of a dataset of `records` records, in order.
-pub(crate) fn chunks(records: u64, seed: u64, format: Format) -> impl Iterator<Item = Batch> {
+pub(crate) fn chunks(records: u64, seed: u64, format: OutputFormat) -> impl Iterator<Item = Batch> {
     (0..records.div_ceil(CHUNK_ROWS)).map(move |k| chunk(records, seed, k, format))
 }
 
 /// The spec file of prod19 in `format`: tf.Example features (TFRecord,
 /// and the same features of FFRecord's tf.Example samples and of
 /// OFRecords), or the ATDS features of the Avro record's own types (Avro).
-pub(crate) fn spec_file(format: Format) -> SpecFile {
+pub(crate) fn spec_file(format: OutputFormat) -> SpecFile {
     let features = match format {
-        Format::Avro => prod19_native_specs(),
-        Format::Tfrecord | Format::Ffrecord | Format::Ofrecord => prod19_example_specs(),
+        OutputFormat::Avro => prod19_native_specs(),
+        OutputFormat::Tfrecord | OutputFormat::Ffrecord | OutputFormat::Ofrecord => {
+            prod19_example_specs()
+        }
     };
     SpecFile {
         features,
@@ -81,10 +100,10 @@ pub(crate) fn spec_file(format: Format) -> SpecFile {
 /// The path of the spec file of `format` in `dir`: `prod19.spec.json`
 /// (TFRecord, FFRecord, OFRecord: the same features),
 /// `prod19.avro.spec.json` (Avro).
-pub(crate) fn spec_path(dir: &Path, format: Format) -> PathBuf {
+pub(crate) fn spec_path(dir: &Path, format: OutputFormat) -> PathBuf {
     match format {
-        Format::Avro => dir.join(format!("{NAME}.avro.spec.json")),
-        Format::Tfrecord | Format::Ffrecord | Format::Ofrecord => {
+        OutputFormat::Avro => dir.join(format!("{NAME}.avro.spec.json")),
+        OutputFormat::Tfrecord | OutputFormat::Ffrecord | OutputFormat::Ofrecord => {
             dir.join(format!("{NAME}.spec.json"))
         }
     }
@@ -112,12 +131,12 @@ pub(crate) enum FileKind {
 
 impl FileKind {
     /// The format of the file.
-    pub(crate) fn format(self) -> Format {
+    pub(crate) fn format(self) -> OutputFormat {
         match self {
-            FileKind::Tfrecord { .. } => Format::Tfrecord,
-            FileKind::Avro(_) => Format::Avro,
-            FileKind::Ffrecord => Format::Ffrecord,
-            FileKind::Ofrecord => Format::Ofrecord,
+            FileKind::Tfrecord { .. } => OutputFormat::Tfrecord,
+            FileKind::Avro(_) => OutputFormat::Avro,
+            FileKind::Ffrecord => OutputFormat::Ffrecord,
+            FileKind::Ofrecord => OutputFormat::Ofrecord,
         }
     }
 
@@ -265,7 +284,12 @@ fn replace_dataset(temp: tempfile::TempDir, dest: &Path) -> anyhow::Result<()> {
             let path = entry
                 .with_context(|| format!("replacing {}", dest.display()))?
                 .path();
-            if Format::of_path(&path) != Format::Ofrecord || !path.is_file() {
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            let part = OfRecordFormat::default().name_match(name) != NameMatch::No;
+            if !part || !path.is_file() {
                 bail!(
                     "{} holds {}, which is not an OFRecord part file: not replacing it",
                     dest.display(),
@@ -383,12 +407,12 @@ pub(crate) fn write(
 }
 
 /// The formats among `these`, each once.
-fn formats(these: impl Iterator<Item = Format> + Clone) -> Vec<Format> {
+fn formats(these: impl Iterator<Item = OutputFormat> + Clone) -> Vec<OutputFormat> {
     [
-        Format::Tfrecord,
-        Format::Avro,
-        Format::Ffrecord,
-        Format::Ofrecord,
+        OutputFormat::Tfrecord,
+        OutputFormat::Avro,
+        OutputFormat::Ffrecord,
+        OutputFormat::Ofrecord,
     ]
     .into_iter()
     .filter(|f| these.clone().any(|g| g == *f))
@@ -397,20 +421,22 @@ fn formats(these: impl Iterator<Item = Format> + Clone) -> Vec<Format> {
 
 /// The format whose record encoding files of `format` hold: FFRecord
 /// samples are the tf.Example records of TFRecord files.
-fn encoding(format: Format) -> Format {
+fn encoding(format: OutputFormat) -> OutputFormat {
     match format {
-        Format::Ffrecord => Format::Tfrecord,
+        OutputFormat::Ffrecord => OutputFormat::Tfrecord,
         other => other,
     }
 }
 
 /// Encodes `batch` as the records of `format` (see [`encoding`]).
-fn encode(batch: &Batch, format: Format) -> anyhow::Result<Vec<Vec<u8>>> {
+fn encode(batch: &Batch, format: OutputFormat) -> anyhow::Result<Vec<Vec<u8>>> {
     let spec = spec_file(format);
     Ok(match encoding(format) {
-        Format::Avro => grist_avro_tensor::encode_batch(batch, &spec.features)?,
-        Format::Ofrecord => grist_ofrecord::encode_batch(batch, &spec.features)?,
-        Format::Tfrecord | Format::Ffrecord => grist_tfrecord::encode_batch(batch, &spec)?,
+        OutputFormat::Avro => grist_avro_tensor::encode_batch(batch, &spec.features)?,
+        OutputFormat::Ofrecord => grist_ofrecord::encode_batch(batch, &spec.features)?,
+        OutputFormat::Tfrecord | OutputFormat::Ffrecord => {
+            grist_tfrecord::encode_batch(batch, &spec)?
+        }
     })
 }
 
@@ -419,7 +445,7 @@ fn encode(batch: &Batch, format: Format) -> anyhow::Result<Vec<Vec<u8>>> {
 fn produce(
     records: u64,
     seed: u64,
-    writers: &[(Format, mpsc::SyncSender<Encoded>)],
+    writers: &[(OutputFormat, mpsc::SyncSender<Encoded>)],
 ) -> anyhow::Result<()> {
     let formats = formats(writers.iter().map(|(f, _)| *f));
     let window = rayon::current_num_threads().max(1) as u64;
@@ -427,10 +453,10 @@ fn produce(
     let mut k = 0;
     while k < total_chunks {
         let end = (k + window).min(total_chunks);
-        let jobs: Vec<(u64, Format)> = (k..end)
+        let jobs: Vec<(u64, OutputFormat)> = (k..end)
             .flat_map(|k| formats.iter().map(move |&f| (k, f)))
             .collect();
-        let encoded: Vec<(Format, Encoded)> = jobs
+        let encoded: Vec<(OutputFormat, Encoded)> = jobs
             .into_par_iter()
             .map(|(k, f)| Ok((f, Arc::new(encode(&chunk(records, seed, k, f), f)?))))
             .collect::<anyhow::Result<_>>()?;
@@ -458,7 +484,7 @@ pub(crate) struct Expected {
 impl Expected {
     /// The expected data of a dataset of `records` records seeded with
     /// `seed`, with the types `format` stores.
-    pub(crate) fn new(records: u64, seed: u64, format: Format) -> Self {
+    pub(crate) fn new(records: u64, seed: u64, format: OutputFormat) -> Self {
         Expected {
             chunks: Box::new(chunks(records, seed, format)),
             current: None,
@@ -603,23 +629,23 @@ mod tests {
 
     #[test]
     fn first_chunk_is_the_plain_dataset() {
-        let mut it = chunks(100, 7, Format::Tfrecord);
+        let mut it = chunks(100, 7, OutputFormat::Tfrecord);
         assert_eq!(it.next().unwrap(), prod19(100, 7));
         assert!(it.next().is_none());
-        let mut it = chunks(100, 7, Format::Avro);
+        let mut it = chunks(100, 7, OutputFormat::Avro);
         assert_eq!(it.next().unwrap(), prod19_native(100, 7));
     }
 
     #[test]
     fn slices_reassemble() {
         let whole = prod19(50, 3);
-        let mut expected = Expected::new(50, 3, Format::Tfrecord);
+        let mut expected = Expected::new(50, 3, OutputFormat::Tfrecord);
         for range in [0..7, 7..30, 30..50] {
             let part = slice_rows(&whole, range).unwrap();
             expected.check(&part).unwrap();
         }
         assert_eq!(expected.finish().unwrap(), 50);
-        let mut wrong = Expected::new(50, 4, Format::Tfrecord);
+        let mut wrong = Expected::new(50, 4, OutputFormat::Tfrecord);
         assert!(wrong.check(&whole).is_err());
     }
 }

@@ -395,10 +395,17 @@ fn gen_then_cat_count_and_bench() {
         run.stdout
     );
 
-    // An input whose name says no format: the error is about that file,
-    // not the spec file.
+    // An input whose name says no format is read by its content.
     let odd = dir.path().join("prod19.data");
     std::fs::copy(&plain, &odd).unwrap();
+    let doc = bench_json(&spec, &odd, &["--min-seconds", "0"]);
+    assert_eq!(
+        (doc["format"].as_str(), doc["records"].as_u64()),
+        (Some("TFRecord"), Some(300))
+    );
+    // One whose content says none either: the error is about that file,
+    // not the spec file.
+    std::fs::write(&odd, b"not records").unwrap();
     let run = grist([
         "bench".as_ref(),
         "--spec".as_ref(),

@@ -196,6 +196,26 @@ fn usage_and_missing_files_fail_cleanly() {
     ]);
     run.assert_failed("bad spec");
     assert!(run.stderr.contains("bad.json"), "{}", run.stderr);
+    // A spec the format's decoder refuses is the spec file's fault too.
+    let spec = dir.path().join("int32.json");
+    std::fs::write(
+        &spec,
+        r#"{"features": [{"name": "x", "kind": "dense", "dtype": "int32", "shape": []}]}"#,
+    )
+    .unwrap();
+    let file = case("tfr_example_basic").files[0].clone();
+    let run = grist([
+        "cat".as_ref(),
+        "--spec".as_ref(),
+        spec.as_os_str(),
+        file.as_os_str(),
+    ]);
+    run.assert_failed("a spec tf.Example cannot provide");
+    assert!(
+        run.stderr.contains("spec file") && run.stderr.contains("int32.json"),
+        "{}",
+        run.stderr
+    );
 }
 
 /// Every command fails cleanly (one line, no panic) or succeeds on cut

@@ -6,6 +6,7 @@
 mod avro;
 mod commands;
 mod corpus;
+mod detection;
 mod ffrecord;
 mod ofrecord;
 mod support;

@@ -8,14 +8,15 @@ use std::sync::Arc;
 
 use grist_tensor::{
     BatchBuilder, BoxError, ByNumber, Chunk, ChunkPos, ChunkStream, FeatureSpec, Format, Gathered,
-    Input, Limits, NameMatch, RandomAccess, RawRecord, ReadOptions, Record, RecordOptions,
-    RecordSource, Records, SpecFile, TensorError,
+    Input, InspectOptions, Limits, NameMatch, RandomAccess, RawRecord, ReadOptions, Record,
+    RecordOptions, RecordSource, Records, Report, SpecFile, TensorError, Verified, VerifyFailure,
 };
 
 use crate::decoder::PayloadDecoder;
 use crate::error::{Error, SampleAt};
 use crate::header::{PREFIX_LEN, check_sample, crc32, header_len};
 use crate::reader::{FfrReader, ReaderOptions};
+use crate::report;
 use crate::source::FfrSource;
 
 /// What FFRecord samples hold.
@@ -80,7 +81,11 @@ impl FfrFormat {
         self.payload
     }
 
-    fn open(&self, inputs: &[Input], options: ReaderOptions) -> Result<FfrReader, Error> {
+    pub(crate) fn open(
+        &self,
+        inputs: &[Input],
+        options: ReaderOptions,
+    ) -> Result<FfrReader, Error> {
         FfrReader::open_inputs(inputs, options)
     }
 }
@@ -260,6 +265,61 @@ impl Format for FfrFormat {
             chunk: None,
             payload: self.payload,
             sequence: options.sequence,
+        }))
+    }
+
+    /// Samples are numbered across a dataset's files; within its file, a
+    /// sample's number is its `local_index` (HFAiLab's name).
+    fn local_index_key(&self) -> Option<&'static str> {
+        Some("local_index")
+    }
+
+    fn record_noun(&self) -> &'static str {
+        "sample"
+    }
+
+    /// The sample count of the file's header, its metadata CRC-32 checked
+    /// (unless `options` turn checks off) and its offsets validated; the
+    /// samples are not read.
+    fn count(&self, input: &Input, options: &ReadOptions) -> Result<u64, BoxError> {
+        Ok(self
+            .open(std::slice::from_ref(input), reader_options(options))?
+            .len())
+    }
+
+    /// Reads the header (metadata CRC-32, offsets) and every sample
+    /// against its CRC-32. Details: the bytes of samples, and whether the
+    /// header is a legacy one (its checksum stored as 0).
+    fn verify(&self, input: &Input) -> Result<Verified, VerifyFailure> {
+        report::verify(self, input)
+    }
+
+    /// Each file's sample count, whether its header is a legacy one, the
+    /// sizes of its header, samples and file, and its smallest and
+    /// largest sample, from the headers (read and checked; samples are not
+    /// read).
+    fn inspect(
+        &self,
+        name: &str,
+        inputs: &[Input],
+        options: &InspectOptions,
+    ) -> Result<Report, BoxError> {
+        if options.sequence {
+            return Err(Box::new(TensorError::Unsupported {
+                what: "--sequence is for TFRecord files of tf.SequenceExamples, not FFRecord"
+                    .into(),
+            }));
+        }
+        Ok(report::inspect(self, name, inputs)?)
+    }
+
+    fn write_index(&self, input: &Input, _options: &ReadOptions) -> Result<u64, BoxError> {
+        Err(Box::new(TensorError::Unsupported {
+            what: format!(
+                "{}: FFRecord files have no index files: an FFRecord file holds its samples' \
+                 offsets in its header (index files are for TFRecord files)",
+                input.name()
+            ),
         }))
     }
 }

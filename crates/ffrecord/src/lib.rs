@@ -67,6 +67,7 @@ mod format;
 mod header;
 mod interim;
 mod reader;
+mod report;
 mod source;
 mod writer;
 

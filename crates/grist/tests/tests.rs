@@ -6,9 +6,5 @@
 #[path = "../../loader/tests/support.rs"]
 #[allow(dead_code)]
 mod fixture;
+#[allow(dead_code)]
 mod support;
-
-mod corpus;
-mod detection;
-mod faults;
-mod remote;

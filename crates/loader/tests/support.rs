@@ -221,7 +221,10 @@ impl Fixture {
 
     /// [`builder`](Self::builder) of other sources (the fixture's files
     /// elsewhere: URLs of an object store).
-    pub fn builder_of<P: Into<PathBuf>>(&self, sources: impl IntoIterator<Item = P>) -> LoaderBuilder {
+    pub fn builder_of<P: Into<PathBuf>>(
+        &self,
+        sources: impl IntoIterator<Item = P>,
+    ) -> LoaderBuilder {
         let access = match self.kind {
             Kind::TfrecordIndexed | Kind::OfrecordIndexed => RandomAccess::Required,
             Kind::Ofrecord => RandomAccess::Off,

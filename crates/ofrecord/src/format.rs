@@ -11,8 +11,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use grist_tensor::{
     BatchBuilder, BoxError, ByNumber, Chunk, ChunkPos, ChunkStream, FeatureSpec, Format,
-    FramedFile, FramedFiles, Gathered, Input, Limits, NameMatch, RandomAccess, RawRecord,
-    ReadOptions, Record, RecordOptions, Records, SpecFile, TensorError,
+    FramedFile, FramedFiles, Gathered, Input, InspectOptions, Limits, NameMatch, RandomAccess,
+    RawRecord, ReadOptions, Record, RecordOptions, Records, Report, SpecFile, TensorError,
+    Verified, VerifyFailure,
 };
 
 use crate::dataset::PartNaming;
@@ -20,6 +21,7 @@ use crate::decoder::OfRecordDecoder;
 use crate::error::{Error, Location, Result};
 use crate::framing::{Decoded, FrameDecoder, ReaderOptions};
 use crate::record::Record as OfRecord;
+use crate::report;
 use crate::source::OfStream;
 
 /// OFRecord part files, as a [`Format`].
@@ -211,6 +213,54 @@ impl Format for OfRecordFormat {
             global: 0,
         }))
     }
+
+    /// Records are numbered across a dataset's parts; within its part, a
+    /// record's number is its `index_in_part`.
+    fn local_index_key(&self) -> Option<&'static str> {
+        Some("index_in_part")
+    }
+
+    /// The records of the part by its length prefixes alone, each checked
+    /// as the reader checks it (the payloads are skipped, not parsed).
+    fn count(&self, input: &Input, options: &ReadOptions) -> Result<u64, BoxError> {
+        let framing = self.framing.with_limits(options.limits);
+        Ok(scan(input, &framing)?.len() as u64)
+    }
+
+    /// Reads every record of the part and parses each one as an OFRecord
+    /// (the format has no checksum). Details: the bytes framed.
+    fn verify(&self, input: &Input) -> Result<Verified, VerifyFailure> {
+        report::verify(&self.framing, input)
+    }
+
+    /// Each part's record count (from the length prefixes), and the
+    /// features of the first records: their kinds, in how many records
+    /// each appears, and how many values it holds.
+    fn inspect(
+        &self,
+        name: &str,
+        inputs: &[Input],
+        options: &InspectOptions,
+    ) -> Result<Report, BoxError> {
+        if options.sequence {
+            return Err(Box::new(TensorError::Unsupported {
+                what: "--sequence is for TFRecord files of tf.SequenceExamples, not OFRecord"
+                    .into(),
+            }));
+        }
+        Ok(report::inspect(&self.framing, name, inputs, options)?)
+    }
+
+    fn write_index(&self, input: &Input, _options: &ReadOptions) -> Result<u64, BoxError> {
+        Err(Box::new(TensorError::Unsupported {
+            what: format!(
+                "{}: OFRecord parts have no index files: grist builds a part's index from its \
+                 length prefixes when it reads records by number (index files are for TFRecord \
+                 files)",
+                input.name()
+            ),
+        }))
+    }
 }
 
 /// Reads into `buf` until it is full or the input ends.
@@ -231,7 +281,7 @@ fn read_up_to(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 /// from its length prefixes, checked as the reader checks them (negative,
 /// zero when not accepted, running past the end, over the limits); the
 /// first bad one is the error, naming its record.
-fn scan(input: &Input, framing: &ReaderOptions) -> Result<Vec<(u64, u64)>> {
+pub(crate) fn scan(input: &Input, framing: &ReaderOptions) -> Result<Vec<(u64, u64)>> {
     let name = input.name().clone();
     let io = |source: io::Error| match grist_tensor::StorageError::from_io(&name, source) {
         Ok(e) => Error::Storage(e),

@@ -96,6 +96,7 @@ mod decoder;
 mod encode;
 mod plan;
 mod record;
+mod report;
 mod wire;
 
 pub use dataset::{

@@ -845,4 +845,12 @@ pub trait Format: Send + Sync + fmt::Debug {
             ),
         }))
     }
+
+    /// The index file [`write_index`](Self::write_index) writes for
+    /// `input` (TFRecord: `<file>.idx`), to name it in messages; `None`
+    /// (the default) for formats without index files.
+    fn index_file(&self, input: &Input) -> Option<Input> {
+        let _ = input;
+        None
+    }
 }

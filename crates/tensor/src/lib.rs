@@ -48,6 +48,7 @@ mod location;
 mod ndarray;
 mod prefetch;
 mod registry;
+pub mod report;
 mod source;
 mod spec;
 pub mod synth;

@@ -11,7 +11,10 @@ use sha2::{Digest, Sha256};
 
 /// The root of the shared golden corpus.
 pub fn root() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus"))
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/corpus"
+    ))
 }
 
 /// Reads a JSON file, panicking with its path on failure.

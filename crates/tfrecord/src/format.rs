@@ -11,8 +11,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use grist_tensor::{
     BatchBuilder, BoxError, ByNumber, Chunk, ChunkPos, ChunkStream, FeatureSpec, Format,
-    FramedFile, FramedFiles, Gathered, Input, Limits, NameMatch, RandomAccess, RawRecord,
-    ReadOptions, Record, RecordLayout, RecordOptions, Records, SpecFile,
+    FramedFile, FramedFiles, Gathered, Input, InspectOptions, Limits, NameMatch, RandomAccess,
+    RawRecord, ReadOptions, Record, RecordLayout, RecordOptions, Records, Report, SpecFile,
+    Verified, VerifyFailure,
 };
 
 use crate::compression::Compression;
@@ -21,6 +22,7 @@ use crate::error::{Error, Location, Result};
 use crate::framing::{Decoded, FrameDecoder, ReaderOptions, data_crc_matches, masked_crc32c};
 use crate::index::parse_index;
 use crate::records::{example_to_json, sequence_example_to_json};
+use crate::report;
 use crate::source::TfStream;
 
 /// The file-name endings of TFRecord data, before a compression suffix.
@@ -244,6 +246,43 @@ impl Format for TfRecordFormat {
             current: None,
         }))
     }
+
+    /// Reads every frame, both CRCs checked unless `options` turn them
+    /// off.
+    fn count(&self, input: &Input, options: &ReadOptions) -> Result<u64, BoxError> {
+        Ok(report::count_records(self, input, options)?)
+    }
+
+    /// Reads every frame with both CRCs checked; when the file is
+    /// uncompressed and `<file>.idx` is there, checks that it lists
+    /// exactly the file's frames. Details: the bytes framed, and whether
+    /// the index matches.
+    fn verify(&self, input: &Input) -> Result<Verified, VerifyFailure> {
+        report::verify(self, input)
+    }
+
+    /// The features (or, with `sequence`, the context features and
+    /// feature lists) of the first records: their kinds, in how many
+    /// records each appears, and how many values (and steps) it holds.
+    fn inspect(
+        &self,
+        name: &str,
+        inputs: &[Input],
+        options: &InspectOptions,
+    ) -> Result<Report, BoxError> {
+        Ok(report::inspect(self, name, inputs, options)?)
+    }
+
+    /// Writes DALI's `<file>.idx` (one `<offset> <frame length>` line per
+    /// record) atomically, after reading every frame (with CRC checks
+    /// unless `options` turn them off); compressed files are refused.
+    fn write_index(&self, input: &Input, options: &ReadOptions) -> Result<u64, BoxError> {
+        Ok(report::write_index(self, input, options)?)
+    }
+
+    fn index_file(&self, input: &Input) -> Option<Input> {
+        Some(input.with_suffix(".idx"))
+    }
 }
 
 /// The frames of `input` by its index file `<input>.idx`, each checked to
@@ -380,46 +419,40 @@ impl grist_tensor::Decoder for ExampleDecoder {
     }
 }
 
-/// TFRecord files record by record.
+/// TFRecord files record by record, each handed out as soon as its frame
+/// is read and checked (so that the records before a damaged one, also in
+/// a compressed stream, come out first).
 struct TfRecords {
     format: TfRecordFormat,
     inputs: Vec<Input>,
     next_input: usize,
     options: RecordOptions,
-    /// The stream being read and the records of its chunk not handed out.
-    current: Option<(TfStream, Option<(Chunk, usize)>)>,
+    /// The file being read.
+    current: Option<report::FileReader>,
 }
 
 impl Records for TfRecords {
     fn next_record(&mut self) -> Result<Option<RawRecord>, BoxError> {
         loop {
-            let Some((stream, chunk)) = &mut self.current else {
+            let Some(reader) = &mut self.current else {
                 let Some(input) = self.inputs.get(self.next_input) else {
                     return Ok(None);
                 };
                 self.next_input += 1;
                 let compression = self.format.compression_of(input);
-                let stream =
-                    TfStream::open(input, ChunkPos::default(), &self.options.read, compression)?;
-                self.current = Some((stream, None));
+                let options = report::reader_options(&self.options.read);
+                self.current = Some(report::open(input, compression, options)?);
                 continue;
             };
-            if let Some((c, at)) = chunk {
-                if let Some(bytes) = c.record(*at) {
-                    let bytes = match &c.layout {
-                        RecordLayout::Spans(spans) => c.data.slice(spans[*at].clone()),
-                        RecordLayout::Sequential => Bytes::copy_from_slice(bytes),
-                    };
-                    let record = c.first_record + *at as u64;
-                    *at += 1;
-                    return Ok(Some(RawRecord {
-                        at: grist_tensor::Location::record(c.file.clone(), record),
-                        bytes,
-                    }));
+            match reader.next_record()? {
+                Some(payload) => {
+                    let bytes = Bytes::copy_from_slice(payload);
+                    let at = grist_tensor::Location::record(
+                        reader.name().clone(),
+                        reader.record_index(),
+                    );
+                    return Ok(Some(RawRecord { at, bytes }));
                 }
-            }
-            match stream.next()? {
-                Some((c, _)) => *chunk = Some((c, 0)),
                 None => self.current = None,
             }
         }

@@ -215,12 +215,24 @@ pub fn verify_index(
     let index = index.as_ref();
     let listed = read_index(index)?;
     let actual = build_index(path, options)?;
+    compare_index(&index.display().to_string(), &listed, &actual)?;
+    Ok(actual.len() as u64)
+}
+
+/// Checks the entries `listed` by the index file `index` against the
+/// frames `actual` found in the file: a mismatch is an
+/// [`Error::BadIndex`] naming the first wrong line.
+pub(crate) fn compare_index(
+    index: &str,
+    listed: &[IndexEntry],
+    actual: &[IndexEntry],
+) -> Result<()> {
     let bad = |line: usize, reason: String| Error::BadIndex {
-        file: index.display().to_string().into(),
+        file: index.into(),
         line: line as u64 + 1,
         reason,
     };
-    for (i, (l, a)) in listed.iter().zip(&actual).enumerate() {
+    for (i, (l, a)) in listed.iter().zip(actual).enumerate() {
         if l != a {
             return Err(bad(
                 i,
@@ -241,7 +253,7 @@ pub fn verify_index(
             ),
         ));
     }
-    Ok(actual.len() as u64)
+    Ok(())
 }
 
 /// Random access to the records of an uncompressed TFRecord file through

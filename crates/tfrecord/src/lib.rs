@@ -76,6 +76,7 @@ mod decoder;
 mod encode;
 mod plan;
 mod records;
+mod report;
 mod wire;
 
 pub use compression::{CompressedReader, CompressedWriter, Compression};

@@ -1,0 +1,220 @@
+//! The files a command reads and their format, told by grist's format
+//! registry exactly as the loader tells them: `--format` names a
+//! registered format; without it each file's name says (extensions
+//! first, then a format's usual bare name such as OFRecord's
+//! `part-<digits>`), else its content. A folder is a dataset of the
+//! format's files in the format's order. `--payload` is an option of the
+//! format (FFRecord's).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use grist_tensor::{Format, Input, RegistryError};
+
+/// The storage every command reads and writes through: local files, and
+/// object stores (`s3://`, `gs://`, `az://`, `http(s)://`) configured by
+/// object_store's usual environment variables (`AWS_ENDPOINT`,
+/// `AWS_ACCESS_KEY_ID`, `AWS_ALLOW_HTTP`, ...).
+pub(crate) fn storage() -> grist::Storage {
+    grist::Storage::new()
+}
+
+/// The paths or URLs of the command line, as text.
+pub(crate) fn texts(paths: &[PathBuf]) -> Vec<String> {
+    paths
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// The registered formats' ids, for help texts: `tfrecord, avro, ...`.
+fn known() -> String {
+    let registry = grist::registry();
+    let ids: Vec<&str> = registry.formats().iter().map(|f| f.id()).collect();
+    ids.join(", ")
+}
+
+/// `--format NAME`: a registered format, by id or name, in any case.
+fn parse_format(name: &str) -> Result<Arc<dyn Format>, String> {
+    grist::registry().get(name).map_err(|e| e.to_string())
+}
+
+/// The help of `--format`, from the registry.
+fn format_help() -> String {
+    let registry = grist::registry();
+    let extensions: Vec<String> = registry
+        .formats()
+        .iter()
+        .map(|f| format!("{} {}", f.id(), f.extensions().join(" ")))
+        .collect();
+    format!(
+        "The format of the files: {}. By default, each file's format is told by its name, an \
+         extension first ({}), then a format's usual bare name, else by its content; a folder \
+         is a dataset of its files, in the format's order",
+        known(),
+        extensions.join("; ")
+    )
+}
+
+/// The `--format` option, shared by the commands that read files.
+#[derive(Clone, Debug, clap::Args)]
+pub(crate) struct FormatArg {
+    // The help is built from the registry (`format_help`).
+    #[arg(long, value_name = "FORMAT", value_parser = parse_format, help = format_help())]
+    format: Option<Arc<dyn Format>>,
+}
+
+/// The `--payload` option of the commands that decode records: an option
+/// of the format (`configure("payload", KIND)`).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub(crate) struct PayloadArg {
+    /// What the records hold, for the formats of opaque records that take
+    /// this option: FFRecord samples are example (serialized tf.Example,
+    /// the default), ofrecord (serialized OFRecord) or raw (one tensor's
+    /// little-endian bytes). Other formats refuse it.
+    #[arg(long, value_name = "KIND")]
+    payload: Option<String>,
+}
+
+impl PayloadArg {
+    /// `format` configured with the payload asked for, if any.
+    fn configure(&self, format: Arc<dyn Format>) -> anyhow::Result<Arc<dyn Format>> {
+        match &self.payload {
+            None => Ok(format),
+            Some(kind) => format
+                .configure("payload", kind)
+                .map_err(anyhow::Error::from)
+                .with_context(|| format!("--payload {kind}")),
+        }
+    }
+}
+
+impl FormatArg {
+    /// The format `--format` names, configured by `payload`; `None`
+    /// without `--format` (each file's format is then told by the
+    /// registry).
+    pub(crate) fn named(&self, payload: &PayloadArg) -> anyhow::Result<Option<Arc<dyn Format>>> {
+        self.format
+            .clone()
+            .map(|f| payload.configure(f))
+            .transpose()
+    }
+
+    /// The format to hand the loader (`with_format`): the one `--format`
+    /// names, or with `--payload` alone the one the registry finds for
+    /// `paths`, configured; `None` when the loader can tell it alone.
+    pub(crate) fn for_loader(
+        &self,
+        payload: &PayloadArg,
+        paths: &[PathBuf],
+    ) -> anyhow::Result<Option<Arc<dyn Format>>> {
+        if self.format.is_none() && payload.payload.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(self.expand_with(payload, paths)?.0))
+    }
+
+    /// The files of `paths` (folders and glob patterns expanded) and
+    /// their one format, configured by `payload`.
+    pub(crate) fn expand_with(
+        &self,
+        payload: &PayloadArg,
+        paths: &[PathBuf],
+    ) -> anyhow::Result<(Arc<dyn Format>, Vec<Input>)> {
+        let registry = grist::registry();
+        let (format, inputs) = registry
+            .expand(&storage(), &texts(paths), self.named(payload)?)
+            .map_err(hint)?;
+        let format = match self.format {
+            // Configured above.
+            Some(_) => format,
+            None => payload.configure(format)?,
+        };
+        Ok((format, inputs))
+    }
+
+    /// The files of `paths` and their one format.
+    pub(crate) fn expand(
+        &self,
+        paths: &[PathBuf],
+    ) -> anyhow::Result<(Arc<dyn Format>, Vec<Input>)> {
+        self.expand_with(&PayloadArg::default(), paths)
+    }
+
+    /// The files of each of `paths`, each with its format, for commands
+    /// that take files one at a time: paths of different formats may
+    /// mix, the files of one folder or pattern may not.
+    pub(crate) fn expand_each(
+        &self,
+        paths: &[PathBuf],
+    ) -> anyhow::Result<Vec<(Arc<dyn Format>, Input)>> {
+        self.expand_each_with(&PayloadArg::default(), paths)
+    }
+
+    /// [`expand_each`](Self::expand_each), the formats configured by
+    /// `payload`.
+    pub(crate) fn expand_each_with(
+        &self,
+        payload: &PayloadArg,
+        paths: &[PathBuf],
+    ) -> anyhow::Result<Vec<(Arc<dyn Format>, Input)>> {
+        let mut all = Vec::new();
+        for path in paths {
+            let (format, inputs) = self.expand_with(payload, std::slice::from_ref(path))?;
+            all.extend(inputs.into_iter().map(|i| (format.clone(), i)));
+        }
+        Ok(all)
+    }
+}
+
+/// `e`, with a hint for files the registry found of different formats:
+/// one of them may hold a format its name does not say.
+pub(crate) fn hint(e: RegistryError) -> anyhow::Error {
+    match e {
+        RegistryError::Mixed { .. } => {
+            anyhow::anyhow!("{e} (or pass --format to read every file as one format)")
+        }
+        e => e.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_by_id_or_name_in_any_case() {
+        for name in ["tfrecord", "TFRecord", "avro", "FFRECORD", "ofrecord"] {
+            assert!(parse_format(name).is_ok(), "{name}");
+        }
+        let e = parse_format("parquet").unwrap_err();
+        assert!(e.contains("tfrecord, avro, ffrecord, ofrecord"), "{e}");
+        assert!(format_help().contains("tfrecord, avro, ffrecord, ofrecord"));
+    }
+
+    #[test]
+    fn payloads_configure_the_format_or_are_refused() {
+        let payload = |kind: &str| PayloadArg {
+            payload: Some(kind.into()),
+        };
+        let ffr = FormatArg {
+            format: Some(parse_format("ffrecord").unwrap()),
+        };
+        assert!(ffr.named(&payload("raw")).unwrap().is_some());
+        let e = ffr.named(&payload("jpeg")).unwrap_err();
+        assert!(format!("{e:#}").starts_with("--payload jpeg: "), "{e:#}");
+        let tf = FormatArg {
+            format: Some(parse_format("tfrecord").unwrap()),
+        };
+        assert!(tf.named(&payload("raw")).is_err());
+        assert!(tf.named(&PayloadArg::default()).unwrap().is_some());
+        let auto = FormatArg { format: None };
+        assert!(auto.named(&payload("raw")).unwrap().is_none());
+        assert!(
+            auto.for_loader(&PayloadArg::default(), &[])
+                .unwrap()
+                .is_none()
+        );
+    }
+}
