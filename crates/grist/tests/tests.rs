@@ -8,3 +8,8 @@
 mod fixture;
 #[allow(dead_code)]
 mod support;
+
+mod corpus;
+mod detection;
+mod faults;
+mod remote;
