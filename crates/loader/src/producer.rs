@@ -369,25 +369,118 @@ impl Producer<'_> {
             None
         };
         self.push(Item::EpochStart { epoch, max_batches }, 0)?;
-        let b = config.batch_size as u64;
-        let mut wants = Vec::with_capacity(
-            config
-                .batch_size
-                .min(usize::try_from(order.len).unwrap_or(0)),
-        );
-        for batch in first_batch..batches {
-            wants.clear();
-            let end = ((batch + 1) * b).min(order.len);
-            wants.extend((batch * b..end).map(|i| order.get(i)));
-            let gather = self.gather.as_ref().expect("opened above");
-            let g = self.timed(|| gather.read(&wants, config.read.defers_checks()))?;
-            let bytes = g.bytes;
-            self.push(Item::Gathered(g), bytes)?;
+        let depth = self.fetch_depth();
+        if depth > 1 {
+            self.fetch_ahead(&order, first_batch..batches, depth)?;
+        } else {
+            let b = config.batch_size as u64;
+            let mut wants = Vec::with_capacity(
+                config
+                    .batch_size
+                    .min(usize::try_from(order.len).unwrap_or(0)),
+            );
+            for batch in first_batch..batches {
+                wants.clear();
+                let end = ((batch + 1) * b).min(order.len);
+                wants.extend((batch * b..end).map(|i| order.get(i)));
+                let gather = self.gather.as_ref().expect("opened above");
+                let g = self.timed(|| gather.read(&wants, config.read.defers_checks()))?;
+                let bytes = g.bytes;
+                self.push(Item::Gathered(g), bytes)?;
+            }
         }
         self.push(Item::EpochEnd, 0)?;
         Ok(())
     }
+
+    /// How many batches of records read by number are fetched at once:
+    /// one from local files (a read call is short; more threads would
+    /// only compete with the parse threads), several from object stores,
+    /// whose requests wait on the network.
+    fn fetch_depth(&self) -> usize {
+        if self.config.inputs.iter().any(|i| i.address().is_remote()) {
+            REMOTE_FETCH_DEPTH
+        } else {
+            1
+        }
+    }
+
+    /// The batches `batches` of `order`, fetched `depth` at a time by as
+    /// many threads and pushed in order: the requests of several batches
+    /// are in flight at once, so the round trips of an object store
+    /// overlap. The fetched batches waiting for their turn are bounded by
+    /// `depth`, on top of the prefetch budget.
+    fn fetch_ahead(
+        &mut self,
+        order: &Order,
+        batches: std::ops::Range<u64>,
+        depth: usize,
+    ) -> Result<(), Stop> {
+        let config = self.config.clone();
+        // Held here while the fetchers borrow it (put back below).
+        let held = self.gather.take().expect("opened above");
+        let gather = &*held;
+        let next = std::sync::atomic::AtomicU64::new(batches.start);
+        let b = config.batch_size as u64;
+        let (sender, receiver) = std::sync::mpsc::sync_channel(depth);
+        let result = std::thread::scope(|scope| -> Result<(), Stop> {
+            for _ in 0..depth {
+                let (sender, next, config) = (sender.clone(), &next, &config);
+                scope.spawn(move || {
+                    let mut wants = Vec::new();
+                    loop {
+                        let batch = next.fetch_add(1, Ordering::Relaxed);
+                        if batch >= batches.end {
+                            return;
+                        }
+                        wants.clear();
+                        let end = ((batch + 1) * b).min(order.len);
+                        wants.extend((batch * b..end).map(|i| order.get(i)));
+                        let t = Instant::now();
+                        let g = gather.read(&wants, config.read.defers_checks());
+                        let nanos = t.elapsed().as_nanos() as u64;
+                        // The receiver gone: the epoch was stopped.
+                        if sender.send((batch, g, nanos)).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+            drop(sender);
+            // Owned here: dropped when this closure returns, early too,
+            // so that fetchers blocked on a full channel end before the
+            // scope waits for them.
+            let receiver = receiver;
+            let mut waiting = std::collections::BTreeMap::new();
+            let mut turn = batches.start;
+            while turn < batches.end {
+                let Ok((batch, g, nanos)) = receiver.recv() else {
+                    break;
+                };
+                // Time waited on the network, spread over the fetchers.
+                self.counters
+                    .read_nanos
+                    .fetch_add(nanos / depth as u64, Ordering::Relaxed);
+                waiting.insert(batch, g);
+                while let Some(g) = waiting.remove(&turn) {
+                    turn += 1;
+                    let g = g?;
+                    let bytes = g.bytes;
+                    self.push(Item::Gathered(g), bytes)?;
+                }
+            }
+            Ok(())
+        });
+        // The fetchers saw the receiver gone and ended (the scope joined
+        // them); an error or a cancellation is passed on.
+        self.gather = Some(held);
+        result
+    }
 }
+
+/// How many batches of records read by number from object stores are
+/// fetched at once.
+const REMOTE_FETCH_DEPTH: usize = 8;
 
 /// The order in which one rank reads records by number in one epoch.
 struct Order {

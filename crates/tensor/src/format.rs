@@ -379,8 +379,9 @@ pub struct Gathered {
     pub bytes: u64,
 }
 
-/// Records read by number from a list of inputs.
-pub trait ByNumber: Send {
+/// Records read by number from a list of inputs; shared by the threads
+/// that fetch several batches at once.
+pub trait ByNumber: Send + Sync {
     /// The number of records of each input.
     fn counts(&self) -> Vec<u64>;
 
