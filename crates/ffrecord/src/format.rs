@@ -222,12 +222,18 @@ impl Format for FfrFormat {
 
     fn random_access(
         &self,
-        _inputs: &[Input],
-        _mode: RandomAccess,
-        _shuffle: bool,
+        inputs: &[Input],
+        mode: RandomAccess,
+        shuffle: bool,
     ) -> Result<bool, BoxError> {
-        // By number always: in order when not shuffling.
-        Ok(true)
+        // By number, in order or in an exact permutation; but shuffled
+        // samples of an object store would cost a request each: those are
+        // streamed, and shuffled by the loader's buffer.
+        Ok(match mode {
+            RandomAccess::Off => false,
+            RandomAccess::Required => true,
+            _ => !(shuffle && inputs.iter().any(Input::is_remote)),
+        })
     }
 
     fn by_number(

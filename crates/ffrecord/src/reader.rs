@@ -618,19 +618,25 @@ impl FfrReader {
             }
             // Objects fetched by request join wider gaps: a request costs
             // more than a read call.
-            let gap = match &inner.backings[w.file] {
+            let (gap, remote) = match &inner.backings[w.file] {
                 Backing::Object(o) if o.is_remote() => {
-                    inner.options.coalesce_gap.max(o.coalesce_gap())
+                    (inner.options.coalesce_gap.max(o.coalesce_gap()), true)
                 }
-                _ => inner.options.coalesce_gap,
+                _ => (inner.options.coalesce_gap, false),
             };
+            let worth =
+                |run: &Run, gap| !remote || grist_tensor::within_waste_remote(run.wanted, gap);
             let pos = match runs.last_mut() {
                 Some(run)
-                    if run.file == w.file && w.start >= run.end && w.start - run.end <= gap =>
+                    if run.file == w.file
+                        && w.start >= run.end
+                        && w.start - run.end <= gap
+                        && worth(run, w.start - run.end) =>
                 {
                     total += w.end - run.end;
                     run.end = w.end;
                     run.last = k;
+                    run.wanted += w.end - w.start;
                     run.buf_start + (w.start - run.start)
                 }
                 _ => {
@@ -641,6 +647,7 @@ impl FfrReader {
                         buf_start: total,
                         first: k,
                         last: k,
+                        wanted: w.end - w.start,
                     });
                     total += w.end - w.start;
                     total - (w.end - w.start)
@@ -855,6 +862,8 @@ struct Run {
     buf_start: u64,
     first: usize,
     last: usize,
+    /// The bytes of wanted samples in it.
+    wanted: u64,
 }
 
 /// Collects the files of a reader as they are opened.

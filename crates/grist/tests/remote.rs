@@ -106,3 +106,39 @@ fn records_read_by_number_are_coalesced() {
         );
     }
 }
+
+/// Shuffled FFRecord samples and OFRecord records of an object store are
+/// streamed by default (an exact permutation would cost a request per
+/// record), and still give every record once per epoch; required, they
+/// are read by number.
+#[test]
+fn shuffled_remote_datasets_stream_unless_required() {
+    for kind in [Kind::Ffrecord, Kind::OfrecordIndexed] {
+        let served = Served::new(kind);
+        let shuffled = || {
+            served
+                .remote()
+                .with_shuffle(true)
+                .with_seed(2)
+                .with_epochs(Epochs::Count(2))
+        };
+        let mut streamed = shuffled()
+            .with_random_access(grist::RandomAccess::Auto)
+            .build()
+            .unwrap();
+        assert!(!streamed.is_random_access(), "{kind:?}");
+        let by_epoch = crate::fixture::ids_by_epoch(&drain(&mut streamed));
+        for ids in by_epoch {
+            let mut sorted = ids.clone();
+            sorted.sort();
+            assert_eq!(
+                sorted,
+                (0..served.fixture.total).collect::<Vec<_>>(),
+                "{kind:?}"
+            );
+            assert!(ids != sorted, "{kind:?}: not shuffled");
+        }
+        let required = shuffled().build().unwrap();
+        assert!(required.is_random_access(), "{kind:?}");
+    }
+}

@@ -226,7 +226,11 @@ impl Fixture {
         sources: impl IntoIterator<Item = P>,
     ) -> LoaderBuilder {
         let access = match self.kind {
-            Kind::TfrecordIndexed | Kind::OfrecordIndexed => RandomAccess::Required,
+            // (FFRecord: by number even from an object store, where
+            // `Auto` would stream shuffled samples.)
+            Kind::TfrecordIndexed | Kind::OfrecordIndexed | Kind::Ffrecord => {
+                RandomAccess::Required
+            }
             Kind::Ofrecord => RandomAccess::Off,
             _ => RandomAccess::Auto,
         };

@@ -162,16 +162,17 @@ impl Format for OfRecordFormat {
 
     fn random_access(
         &self,
-        _inputs: &[Input],
+        inputs: &[Input],
         mode: RandomAccess,
         shuffle: bool,
     ) -> Result<bool, BoxError> {
         // The index is built from the length prefixes on first read: worth
-        // it for an exact shuffle.
+        // it for an exact shuffle, of local parts (records of an object
+        // store would cost a request each).
         Ok(match mode {
             RandomAccess::Off => false,
             RandomAccess::Required => true,
-            _ => shuffle,
+            _ => shuffle && !inputs.iter().any(Input::is_remote),
         })
     }
 

@@ -109,6 +109,12 @@ impl Input {
         self.address.file_name().unwrap_or_default()
     }
 
+    /// Whether the file is in an object store (or behind HTTP): reads
+    /// there cost a request each.
+    pub fn is_remote(&self) -> bool {
+        self.address.is_remote()
+    }
+
     /// The local path, for a local file.
     pub fn path(&self) -> Option<&Path> {
         self.address.local_path()
@@ -710,9 +716,12 @@ pub trait Format: Send + Sync + fmt::Debug {
 
     /// Whether `inputs` are read by number under `mode`: `Auto` says
     /// whether it pays (FFRecord: always; TFRecord: with index files;
-    /// OFRecord: when `shuffle`), `Off` is `false`, and `Required` is
-    /// `true` or an error naming the file that cannot be. Cheap: nothing
-    /// is read but what tells (an index file's existence).
+    /// OFRecord: when `shuffle`; but an exact shuffle of files in an
+    /// object store costs a request per record, so shuffled remote inputs
+    /// are streamed and shuffled by the loader's buffer instead), `Off` is
+    /// `false`, and `Required` is `true` or an error naming the file that
+    /// cannot be. Cheap: nothing is read but what tells (an index file's
+    /// existence).
     fn random_access(
         &self,
         inputs: &[Input],

@@ -81,6 +81,22 @@ struct Run {
     end: u64,
     /// Where the run lands in the batch buffer.
     at: u64,
+    /// The bytes of wanted frames in it.
+    wanted: u64,
+}
+
+/// Whether reading through `gap` unwanted bytes to join a frame to a run
+/// of `wanted` bytes is worth it: always within a local file's (small)
+/// gap; from an object store, where the gap is large (a request costs
+/// more than a read call), only while the unwanted bytes stay below the
+/// wanted ones, so that a shuffled batch does not fetch whole objects.
+pub fn within_waste(object: &Object, wanted: u64, gap: u64) -> bool {
+    !object.is_remote() || within_waste_remote(wanted, gap)
+}
+
+/// [`within_waste`] for an object known to be remote.
+pub fn within_waste_remote(wanted: u64, gap: u64) -> bool {
+    gap <= wanted
 }
 
 impl FramedFiles {
@@ -133,17 +149,20 @@ impl FramedFiles {
             let end = offset.saturating_add(len);
             // How far apart two wanted frames may be and still be read in
             // one go: what a second read (or request) costs.
-            let gap = self.files[f].object.coalesce_gap();
+            let object = &self.files[f].object;
+            let gap = object.coalesce_gap();
             match runs.last_mut() {
                 Some(run)
                     if run.file == f
                         && offset >= run.start
-                        && offset <= run.end.saturating_add(gap) =>
+                        && offset <= run.end.saturating_add(gap)
+                        && within_waste(object, run.wanted, offset.saturating_sub(run.end)) =>
                 {
                     if end > run.end {
                         total += end - run.end;
                         run.end = end;
                     }
+                    run.wanted += len;
                     at[i] = run.at + (offset - run.start);
                 }
                 _ => {
@@ -152,6 +171,7 @@ impl FramedFiles {
                         start: offset,
                         end,
                         at: total,
+                        wanted: len,
                     });
                     at[i] = total;
                     total += len;

@@ -66,7 +66,7 @@ pub use format::{
     InspectOptions, Maps, NameMatch, RandomAccess, RawRecord, ReadOptions, Record, RecordOptions,
     Records, Report, Verified, VerifyFailure,
 };
-pub use gather::{FramedFile, FramedFiles};
+pub use gather::{FramedFile, FramedFiles, within_waste, within_waste_remote};
 /// How file bytes are fetched (read calls, or memory maps behind an
 /// `unsafe` promise); see [`grist_io::Access`].
 pub use grist_io::Access;

@@ -191,9 +191,12 @@ impl Format for TfRecordFormat {
         &self,
         inputs: &[Input],
         mode: RandomAccess,
-        _shuffle: bool,
+        shuffle: bool,
     ) -> Result<bool, BoxError> {
-        if mode == RandomAccess::Off {
+        // Shuffled records of an object store would cost a request each:
+        // streamed, and shuffled by the loader's buffer, unless required.
+        let remote_shuffle = shuffle && inputs.iter().any(Input::is_remote);
+        if mode == RandomAccess::Off || (mode == RandomAccess::Auto && remote_shuffle) {
             return Ok(false);
         }
         let missing = inputs.iter().find(|i| {
