@@ -29,7 +29,8 @@ use bytes::{Bytes, BytesMut};
 use grist_tensor::Limits;
 
 use crate::codec::Codec;
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Result};
+use grist_tensor::Location;
 
 /// The four bytes every object container file starts with.
 pub const MAGIC: [u8; 4] = *b"Obj\x01";
@@ -1116,7 +1117,7 @@ mod tests {
         block[5] ^= 1;
         assert!(matches!(
             d.decode(&block),
-            Err(Error::SyncMismatch { at }) if at.block == 1
+            Err(Error::SyncMismatch { at }) if at.block.unwrap() == 1
         ));
         assert!(matches!(
             d.finish(&block[..3]),

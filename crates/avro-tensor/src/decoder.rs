@@ -12,7 +12,8 @@ use grist_tensor::{
 };
 
 use crate::datum::{DatumError, Reader};
-use crate::error::{Error, FeatureProblem, Location, Result};
+use crate::error::{Error, Result};
+use grist_tensor::{FeatureProblem, Location};
 use crate::plan::{FieldPlan, Leaf, Plan, SparsePart, Step, check_specs};
 use crate::schema::{Node, Schema};
 
@@ -288,8 +289,9 @@ impl AvroDecoder {
                         reason: format!("{} at byte {} of the block", d.reason, d.offset),
                     },
                     Fail::Feature(col, problem) => Error::Feature {
-                        at: at().with_record(record),
-                        feature: self.specs[col].name().to_string(),
+                        at: at()
+                            .with_record(record)
+                            .with_feature(self.specs[col].name()),
                         problem,
                     },
                 });
@@ -566,8 +568,8 @@ fn dense(
     if n != dims[level] {
         return Err(Fail::Feature(
             0,
-            FeatureProblem::WrongLength {
-                dim: level,
+            FeatureProblem::WrongCount {
+                dim: Some(level),
                 expected: dims[level],
                 actual: n,
             },
@@ -613,8 +615,8 @@ fn varlen(
         Some(d) if d != n => {
             return Err(Fail::Feature(
                 0,
-                FeatureProblem::WrongLength {
-                    dim: level,
+                FeatureProblem::WrongCount {
+                    dim: Some(level),
                     expected: d,
                     actual: n,
                 },
@@ -818,7 +820,7 @@ fn index_count_mismatch(index: usize, indices: usize, values: usize) -> Fail {
     Fail::Feature(
         0,
         FeatureProblem::IndexCountMismatch {
-            index,
+            dim: Some(index),
             indices,
             values,
         },
@@ -827,7 +829,11 @@ fn index_count_mismatch(index: usize, indices: usize, values: usize) -> Fail {
 
 #[cold]
 fn index_out_of_range(index: usize, value: i64, size: i64) -> Fail {
-    Fail::Feature(0, FeatureProblem::IndexOutOfRange { index, value, size })
+    Fail::Feature(0, FeatureProblem::IndexOutOfRange {
+            dim: Some(index),
+            index: value,
+            size,
+        })
 }
 
 impl grist_tensor::Decoder for AvroDecoder {

@@ -32,7 +32,8 @@ use serde_json::{Map, Value};
 
 use crate::container::{Block, BlockReader, Header, ReaderOptions};
 use crate::datum::{DatumError, DatumResult, MAX_DEPTH, Reader};
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Result};
+use grist_tensor::Location;
 use crate::schema::{Node, Schema};
 
 /// A writer schema compiled for reading datums generically.
@@ -50,7 +51,7 @@ use crate::schema::{Node, Schema};
 /// )?;
 /// // id 3, then branch 1 of the union: the string "ab".
 /// let datum = [0x06, 0x02, 0x04, b'a', b'b'];
-/// let at = Location::block("mem".into(), 0).with_record(0);
+/// let at = Location::block("mem", 0).with_record(0);
 /// let json = datum_to_json(&schema, &datum, &at)?;
 /// assert_eq!(json, serde_json::json!({"id": 3, "tag": "ab"}));
 /// # Ok::<(), grist_avro_tensor::Error>(())

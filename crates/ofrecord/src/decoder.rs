@@ -8,7 +8,8 @@ use grist_tensor::{
     RaggedBuilder, Section, SparseBuilder, StringValues, TensorError, Values,
 };
 
-use crate::error::{Error, FeatureProblem, Location, Result};
+use crate::error::{Error, Result};
+use grist_tensor::{FeatureProblem, Location};
 use crate::plan::{Col, Field, Keys, Plan, RawDType, RawSpec, partition_kinds, sequence_pad};
 use crate::wire::{self, FeatureRef, ListKind, Sink, WireError};
 
@@ -225,10 +226,10 @@ impl OfRecordDecoder {
     ) -> Result<Batch> {
         let records = records.into_iter();
         let mut out = self.recycled_batch(records.size_hint().0);
-        let mut at = Location::new(file.clone(), first_record);
-        for r in records {
+        let mut at = Location::record(file.clone(), first_record);
+        for (i, r) in records.enumerate() {
+            at.record = Some(first_record.saturating_add(i as u64));
             self.decode(r, &at, &mut out)?;
-            at.record += 1;
         }
         self.finish(&mut out, file, first_record)
     }
@@ -241,12 +242,11 @@ impl OfRecordDecoder {
         file: &Arc<str>,
         first_record: u64,
     ) -> Result<Batch> {
-        let at = Location::new(file.clone(), first_record);
+        let at = Location::record(file.clone(), first_record);
         out.finish().map_err(|e| match e {
             TensorError::BadRagged { feature, reason } => Error::Feature {
-                at,
-                feature,
-                problem: FeatureProblem::BadPartition { reason },
+                at: at.with_feature(feature),
+                problem: FeatureProblem::BadPartition { key: None, reason },
             },
             other @ TensorError::LimitExceeded { .. } => Error::BatchTooLarge { at, source: other },
             other => Error::Spec(other),
@@ -272,8 +272,7 @@ impl OfRecordDecoder {
                         offset: e.offset,
                     },
                     Problem::Feature(problem) => Error::Feature {
-                        at: at.clone(),
-                        feature: self.plan.fields[column].name().to_string(),
+                        at: at.clone().with_feature(self.plan.fields[column].name()),
                         problem,
                     },
                 })
@@ -503,6 +502,7 @@ fn fill(
                     let n = append(rec, &f, &mut d.values)?;
                     if n != *row_len {
                         return Err(FeatureProblem::WrongCount {
+                            dim: None,
                             expected: *row_len,
                             actual: n,
                         }
@@ -549,6 +549,7 @@ fn fill(
                 row.ints(key, ids)?;
                 if ids.len() != nnz {
                     return Err(FeatureProblem::IndexCountMismatch {
+                        dim: None,
                         indices: ids.len(),
                         values: nnz,
                     }
@@ -556,7 +557,11 @@ fn fill(
                 }
                 // One unsigned comparison also rejects negative indices.
                 if let Some(&bad) = ids.iter().find(|&&i| i as u64 >= size as u64) {
-                    return Err(FeatureProblem::IndexOutOfRange { index: bad, size }.into());
+                    return Err(FeatureProblem::IndexOutOfRange {
+                        dim: None,
+                        index: bad,
+                        size,
+                    }.into());
                 }
             }
             let ids = &scratch.ids[..index.len()];
@@ -726,13 +731,18 @@ fn sparse_1d(
     let (in_order, bad) = (coo.sorted, coo.bad);
     if n != nnz {
         return Err(FeatureProblem::IndexCountMismatch {
+            dim: None,
             indices: n,
             values: nnz,
         }
         .into());
     }
     if let Some(index) = bad {
-        return Err(FeatureProblem::IndexOutOfRange { index, size }.into());
+        return Err(FeatureProblem::IndexOutOfRange {
+            dim: None,
+            index,
+            size,
+        }.into());
     }
     if !(in_order || sorted) {
         let ids = &mut scratch.ids[0];
@@ -1006,6 +1016,7 @@ fn raw_list<T: RawValue>(
     } else {
         if size != n {
             return Err(FeatureProblem::WrongCount {
+                dim: None,
                 expected: n,
                 actual: size,
             }
@@ -1034,13 +1045,11 @@ impl grist_tensor::Decoder for OfRecordDecoder {
         out: &mut BatchBuilder,
     ) -> Result<()> {
         for i in rows {
-            let at = Location::new(
-                chunk.file.clone(),
-                chunk.first_record.saturating_add(i as u64),
-            );
+            let record_number = chunk.first_record.saturating_add(i as u64);
+            let at = Location::record(chunk.file.clone(), record_number);
             let record = chunk.record(i).ok_or_else(|| Error::RecordOutOfRange {
                 file: chunk.file.clone(),
-                record: at.record,
+                record: record_number,
                 count: chunk.first_record.saturating_add(chunk.record_count as u64),
             })?;
             self.decode(record, &at, out)?;

@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use grist_tensor::Limits;
 
-use crate::error::{Error, Location, Result, io_error};
+use crate::error::{Error, Result, io_error};
+use grist_tensor::Location;
 
 /// The size of a record's length prefix.
 pub const LENGTH_PREFIX: usize = 8;
@@ -188,7 +189,7 @@ impl FrameDecoder {
     }
 
     fn at(&self) -> Location {
-        Location::new(self.file.clone(), self.record).with_offset(self.offset)
+        Location::record(self.file.clone(), self.record).with_offset(self.offset)
     }
 
     /// Finds the record at the start of `buf`. On [`Decoded::Frame`] the
@@ -557,7 +558,7 @@ mod tests {
         let err = FrameDecoder::with_options("f", &strict)
             .decode(&zero)
             .unwrap_err();
-        assert_eq!(err.kind(), "invalid_length");
+        assert_eq!(err.manifest_kind(), "invalid_length");
     }
 
     #[test]
@@ -604,7 +605,7 @@ mod tests {
         let err = reader.next_record().unwrap_err();
         assert!(
             matches!(&err, Error::TruncatedPayload { at, len: 1_000_000, available: 5 }
-                if at.record == 3 && at.offset == Some(10_025)),
+                if at.record == Some(3) && at.offset == Some(10_025)),
             "{err}"
         );
         assert!(reader.next_record().unwrap().is_none());

@@ -102,7 +102,8 @@ pub use dataset::{
 };
 pub use decoder::OfRecordDecoder;
 pub use encode::{RecordBuilder, encode_batch};
-pub use error::{Error, FeatureProblem, Location, Result};
+pub use error::{Error, Result, problem_manifest_kind};
+pub use grist_tensor::{FeatureProblem, FormatError, Location};
 pub use framing::{
     Decoded, Frame, FrameDecoder, LENGTH_PREFIX, RawRecord, ReaderOptions, RecordReader,
 };

@@ -9,7 +9,8 @@ use grist_tensor::{
     PaddedBuilder, RaggedBuilder, Section, SparseBuilder, SpecFile, Values,
 };
 
-use crate::error::{Error, FeatureProblem, Location, Result};
+use crate::error::{Error, Result};
+use grist_tensor::{FeatureProblem, Location};
 use crate::plan::{ColumnPlan, KeyTable, Plan, Role, SequencePlan};
 use crate::wire::{self, Cursor, FeatureRef, Kind, LEN, Span, WireError};
 
@@ -342,10 +343,10 @@ impl ExampleDecoder {
     ) -> Result<Batch> {
         let records = records.into_iter();
         let mut out = self.recycled_batch(records.size_hint().0);
-        let mut at = Location::new(file.clone(), first_record);
-        for r in records {
+        let mut at = Location::record(file.clone(), first_record);
+        for (i, r) in records.enumerate() {
+            at.record = Some(first_record.saturating_add(i as u64));
             self.decode(r, &at, &mut out)?;
-            at.record += 1;
         }
         self.finish(&mut out, file, first_record)
     }
@@ -362,15 +363,11 @@ impl ExampleDecoder {
         self.learn_sizes(out);
         out.finish().map_err(|e| match e {
             grist_tensor::TensorError::BadRagged { feature, reason } => Error::Feature {
-                at: Location::new(file.clone(), first_record),
-                feature,
-                problem: FeatureProblem::BadPartition {
-                    key: String::new(),
-                    reason,
-                },
+                at: Location::record(file.clone(), first_record).with_feature(feature),
+                problem: FeatureProblem::BadPartition { key: None, reason },
             },
             other @ grist_tensor::TensorError::LimitExceeded { .. } => Error::BatchTooLarge {
-                at: Location::new(file.clone(), first_record),
+                at: Location::record(file.clone(), first_record),
                 source: other,
             },
             other => Error::Spec(other),
@@ -816,8 +813,7 @@ impl<'r> Ctx<'r> {
     #[cold]
     fn problem(&self, feature: &str, problem: FeatureProblem) -> Box<Error> {
         Box::new(Error::Feature {
-            at: self.at.clone(),
-            feature: feature.to_string(),
+            at: self.at.clone().with_feature(feature),
             problem,
         })
     }
@@ -836,7 +832,7 @@ impl<'r> Ctx<'r> {
             Some(k) => Err(self.problem(
                 &self.keys.name(slot),
                 FeatureProblem::TypeMismatch {
-                    expected: dtype,
+                    expected: dtype.tf_name(),
                     actual: k.name(),
                 },
             )),
@@ -869,6 +865,7 @@ impl<'r> Ctx<'r> {
                             return Err(self.problem(
                                 name,
                                 FeatureProblem::WrongCount {
+                                    dim: None,
                                     expected: *row_len,
                                     actual: n,
                                 },
@@ -1056,6 +1053,7 @@ impl<'r> Ctx<'r> {
                         return Err(self.problem(
                             name,
                             FeatureProblem::WrongCount {
+                                dim: None,
                                 expected: *item_len,
                                 actual: n,
                             },
@@ -1130,7 +1128,7 @@ impl<'r> Ctx<'r> {
                     return Err(self.problem(
                         name,
                         FeatureProblem::TypeMismatch {
-                            expected: dtype,
+                            expected: dtype.tf_name(),
                             actual: k.name(),
                         },
                     ));
@@ -1150,13 +1148,18 @@ pub(crate) fn check_sparse(ids: &[Vec<i64>], nnz: usize, sizes: &[i64]) -> Optio
     for (id, &size) in ids.iter().zip(sizes) {
         if id.len() != nnz {
             return Some(FeatureProblem::IndexCountMismatch {
+                dim: None,
                 indices: id.len(),
                 values: nnz,
             });
         }
         // One unsigned compare rejects negative indices too.
         if let Some(&bad) = id.iter().find(|&&i| i as u64 >= size as u64) {
-            return Some(FeatureProblem::IndexOutOfRange { index: bad, size });
+            return Some(FeatureProblem::IndexOutOfRange {
+                dim: None,
+                index: bad,
+                size,
+            });
         }
     }
     None
@@ -1248,13 +1251,11 @@ impl grist_tensor::Decoder for ExampleDecoder {
         out: &mut BatchBuilder,
     ) -> Result<()> {
         for i in rows {
-            let at = Location::new(
-                chunk.file.clone(),
-                chunk.first_record.saturating_add(i as u64),
-            );
+            let record_number = chunk.first_record.saturating_add(i as u64);
+            let at = Location::record(chunk.file.clone(), record_number);
             let record = chunk.record(i).ok_or_else(|| Error::RecordOutOfRange {
                 file: chunk.file.clone(),
-                record: at.record,
+                record: record_number,
                 count: chunk.first_record.saturating_add(chunk.record_count as u64),
             })?;
             self.decode(record, &at, out)?;

@@ -26,7 +26,8 @@ use bytes::Bytes;
 use grist_tensor::Limits;
 
 use crate::compression::{CompressedReader, Compression};
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Result};
+use grist_tensor::Location;
 
 /// Bytes before the payload: the length and its CRC.
 pub const HEADER_LEN: usize = 12;
@@ -309,7 +310,7 @@ impl FrameDecoder {
     }
 
     fn at(&self) -> Location {
-        Location::new(self.file.clone(), self.record)
+        Location::record(self.file.clone(), self.record)
     }
 
     /// Parses the frame at the start of `buf`.
@@ -603,7 +604,7 @@ pub(crate) fn read_error(
     );
     if compression != Compression::None && inflate_error {
         Error::Decompress {
-            at: Location::new(file.clone(), record),
+            at: Location::record(file.clone(), record),
             source,
         }
     } else {

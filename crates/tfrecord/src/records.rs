@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use prost::Message;
 use serde_json::{Map, Value, json};
 
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Result};
+use grist_tensor::Location;
 use crate::proto;
 use grist_tensor::json::{bytes_to_json, float_to_json};
 
