@@ -69,7 +69,8 @@ mod source;
 mod writer;
 
 pub use decoder::{PayloadDecoder, RawDecoder};
-pub use error::{Error, ErrorKind, OffsetProblem, RawProblem, Result, SampleAt};
+pub use error::{Error, ErrorClass, OffsetProblem, Result};
+pub use grist_tensor::{FeatureProblem, FormatError, Location};
 pub use header::{
     FileHeader, HeaderDecoder, PREFIX_LEN, check_sample, crc32, encode_file, encode_header,
     header_len, parse_header,

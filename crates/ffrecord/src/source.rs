@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use grist_tensor::{Chunk, RecordLayout, RecordSource};
 
-use crate::error::{Error, Result, SampleAt};
+use crate::error::{Error, Result};
+use grist_tensor::Location;
 use crate::header::check_sample;
 use crate::reader::FfrReader;
 
@@ -157,13 +158,9 @@ impl FfrSource {
         Ok(Some(chunk))
     }
 
-    fn at(&self, sample: u64) -> SampleAt {
+    fn at(&self, sample: u64) -> Location {
         let info = &self.reader.files()[self.file];
-        SampleAt {
-            file: info.name().clone(),
-            sample,
-            index: info.first_index() + sample,
-        }
+        Location::record(info.name().clone(), sample).with_index(info.first_index() + sample)
     }
 
     /// The error for a failed read of samples `first..end` of the current
