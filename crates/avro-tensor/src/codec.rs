@@ -182,13 +182,13 @@ impl Codec {
         self.check_enabled(&at.file)?;
         let cap = output_cap(limits);
         let too_large = |size: u64| Error::TooLarge {
-            at: at.clone(),
+            at: at.clone().into(),
             what: "decompressed block",
             size,
             max: limits.max_alloc_bytes(),
         };
         let corrupt = |reason: String| Error::Decompress {
-            at: at.clone(),
+            at: at.clone().into(),
             codec: self.name(),
             reason,
         };
@@ -197,7 +197,7 @@ impl Codec {
         let capped = |e: Capped, window: u64| match e {
             Capped::TooLarge => too_large(cap as u64 + 1),
             Capped::Window => Error::TooLarge {
-                at: at.clone(),
+                at: at.clone().into(),
                 what: "decoder window (over the bound)",
                 size: window.saturating_add(1),
                 max: window,
@@ -344,12 +344,12 @@ impl Codec {
     fn pooled_error(&self, e: Capped, limits: &Limits, at: &Location) -> Error {
         match e {
             Capped::Corrupt(reason) => Error::Decompress {
-                at: at.clone(),
+                at: at.clone().into(),
                 codec: self.name(),
                 reason,
             },
             _ => Error::TooLarge {
-                at: at.clone(),
+                at: at.clone().into(),
                 what: "decompressed block",
                 size: output_cap(limits) as u64 + 1,
                 max: limits.max_alloc_bytes(),

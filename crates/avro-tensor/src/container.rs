@@ -161,7 +161,7 @@ impl HeaderCursor<'_> {
     fn need(&self, needed: u64) -> Result<Step<()>> {
         if needed > self.max {
             return Err(Error::TooLarge {
-                at: Location::block(self.file.clone(), 0),
+                at: Location::block(self.file.clone(), 0).into(),
                 what: "file header (before block 0)",
                 size: needed,
                 max: self.max_alloc,
@@ -504,7 +504,7 @@ impl BlockDecoder {
 
     fn bad(&self, reason: String) -> Error {
         Error::BadBlock {
-            at: self.location(),
+            at: self.location().into(),
             reason,
         }
     }
@@ -539,7 +539,7 @@ impl BlockDecoder {
         let size = size as u64;
         if size > self.max_data {
             return Err(Error::TooLarge {
-                at: self.location(),
+                at: self.location().into(),
                 what: "block",
                 size,
                 max: self.max_alloc,
@@ -556,7 +556,7 @@ impl BlockDecoder {
         };
         if sync != self.sync {
             return Err(Error::SyncMismatch {
-                at: self.location(),
+                at: self.location().into(),
             });
         }
         let block = RawBlock {
@@ -588,7 +588,7 @@ impl BlockDecoder {
             Decoded::Incomplete { .. } => truncation_reason(rest),
         };
         Err(Error::TruncatedBlock {
-            at: self.location(),
+            at: self.location().into(),
             reason,
         })
     }

@@ -252,7 +252,7 @@ impl AvroDecoder {
         let min = plan.schema.min_size[plan.schema.root].max(1);
         if record_count > data.len() / min {
             return Err(Error::BadBlock {
-                at: at(),
+                at: at().into(),
                 reason: format!(
                     "the block claims {record_count} records in {} bytes \
                      (records of this schema take at least {min})",
@@ -285,13 +285,13 @@ impl AvroDecoder {
             if let Err(e) = res {
                 return Err(match e {
                     Fail::Datum(d) => Error::Datum {
-                        at: at().with_record(record),
+                        at: at().with_record(record).into(),
                         reason: format!("{} at byte {} of the block", d.reason, d.offset),
                     },
                     Fail::Feature(col, problem) => Error::Feature {
                         at: at()
                             .with_record(record)
-                            .with_feature(self.specs[col].name()),
+                            .with_feature(self.specs[col].name()).into(),
                         problem,
                     },
                 });
@@ -299,7 +299,7 @@ impl AvroDecoder {
         }
         if end == record_count && !r.at_end() {
             return Err(Error::Datum {
-                at: at(),
+                at: at().into(),
                 reason: format!(
                     "{} bytes left after the block's {record_count} records",
                     r.remaining()

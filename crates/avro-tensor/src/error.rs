@@ -6,6 +6,11 @@ use grist_tensor::{ErrorKind, FeatureProblem, FormatError, Location, TensorError
 
 /// Errors of grist-avro-tensor, sorted by who is at fault: bad data, bad
 /// arguments (specs, schemas), limits, unsupported features, I/O.
+///
+/// Each variant with a place holds it as a boxed [`Location`], so that the
+/// error (and a `Result` of it) stays under clippy's `result_large_err`
+/// threshold; a cause is returned by `source()` and left out of the
+/// variant's own message, so that printing the chain shows it once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -29,13 +34,13 @@ pub enum Error {
     #[error("{at}: sync marker mismatch after the block")]
     SyncMismatch {
         /// The block.
-        at: Location,
+        at: Box<Location>,
     },
     /// The file ends inside a block.
     #[error("{at}: truncated block ({reason})")]
     TruncatedBlock {
         /// The block.
-        at: Location,
+        at: Box<Location>,
         /// What was cut.
         reason: &'static str,
     },
@@ -43,7 +48,7 @@ pub enum Error {
     #[error("{at}: bad block header: {reason}")]
     BadBlock {
         /// The block.
-        at: Location,
+        at: Box<Location>,
         /// What is wrong.
         reason: String,
     },
@@ -51,7 +56,7 @@ pub enum Error {
     #[error("{at}: corrupt {codec} block: {reason}")]
     Decompress {
         /// The block.
-        at: Location,
+        at: Box<Location>,
         /// The codec.
         codec: &'static str,
         /// The codec's complaint.
@@ -62,7 +67,7 @@ pub enum Error {
     #[error("{at}: bad datum: {reason}")]
     Datum {
         /// The record.
-        at: Location,
+        at: Box<Location>,
         /// What is wrong.
         reason: String,
     },
@@ -70,7 +75,7 @@ pub enum Error {
     #[error("{at}: {problem}")]
     Feature {
         /// The block, the record and the feature.
-        at: Location,
+        at: Box<Location>,
         /// What is wrong.
         problem: FeatureProblem,
     },
@@ -103,7 +108,7 @@ pub enum Error {
     #[error("{at}: {what} of {size} bytes exceeds the limit of {max} bytes")]
     TooLarge {
         /// Where.
-        at: Location,
+        at: Box<Location>,
         /// What was sized.
         what: &'static str,
         /// The size asked for.
@@ -131,7 +136,7 @@ impl Error {
             | Error::Decompress { at, .. }
             | Error::Datum { at, .. }
             | Error::Feature { at, .. }
-            | Error::TooLarge { at, .. } => Some(at),
+            | Error::TooLarge { at, .. } => Some(at.as_ref()),
             Error::BadMagic { .. }
             | Error::BadHeader { .. }
             | Error::Schema { .. }

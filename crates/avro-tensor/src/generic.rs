@@ -177,7 +177,7 @@ impl DatumSchema {
         let min = self.min_datum_size().max(1) as u64;
         if block.record_count > data.len() as u64 / min {
             return Err(Error::BadBlock {
-                at: Location::block(file.clone(), block.index),
+                at: Location::block(file.clone(), block.index).into(),
                 reason: format!(
                     "{} records claimed in {} bytes of data",
                     block.record_count,
@@ -193,14 +193,14 @@ impl DatumSchema {
             walk.value::<false>(self.schema.root, 0)
                 .map_err(|e| Error::Datum {
                     at: Location::block(file.clone(), block.index)
-                        .with_record(block.first_record + i),
+                        .with_record(block.first_record + i).into(),
                     reason: format!("{} at byte {} of the block", e.reason, e.offset),
                 })?;
             ranges.push(start..walk.r.pos);
         }
         if !walk.r.at_end() {
             return Err(Error::Datum {
-                at: Location::block(file.clone(), block.index),
+                at: Location::block(file.clone(), block.index).into(),
                 reason: format!(
                     "{} bytes left after the block's {} records",
                     walk.r.remaining(),
@@ -215,14 +215,14 @@ impl DatumSchema {
     /// record in errors ([`Error::Datum`]).
     pub fn decode<'a>(&'a self, datum: &'a [u8], at: &Location) -> Result<AvroValue<'a>> {
         let fail = |e: DatumError| Error::Datum {
-            at: at.clone(),
+            at: at.clone().into(),
             reason: format!("{} at byte {} of the datum", e.reason, e.offset),
         };
         let mut walk = Walk::new(&self.schema, datum);
         let value = walk.value::<true>(self.schema.root, 0).map_err(fail)?;
         if !walk.r.at_end() {
             return Err(Error::Datum {
-                at: at.clone(),
+                at: at.clone().into(),
                 reason: format!("{} bytes left after the datum", walk.r.remaining()),
             });
         }

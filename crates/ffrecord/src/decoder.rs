@@ -349,8 +349,8 @@ impl RawDecoder {
             let at = Location::record(file.clone(), sample).with_feature(self.name.as_str());
             Error::Feature {
                 at: match index {
-                    Some(i) => at.with_index(i),
-                    None => at,
+                    Some(i) => at.with_index(i).into(),
+                    None => at.into(),
                 },
                 problem,
             }

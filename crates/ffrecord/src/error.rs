@@ -97,6 +97,11 @@ impl fmt::Display for ErrorClass {
 ///
 /// A sample's [`Location`] names its file, its number within the file
 /// (`record`) and, when known, its number in the dataset (`index`).
+///
+/// Each variant with a place holds it as a boxed [`Location`], so that the
+/// error (and a `Result` of it) stays under clippy's `result_large_err`
+/// threshold; a cause is returned by `source()` and left out of the
+/// variant's own message, so that printing the chain shows it once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -134,7 +139,7 @@ pub enum Error {
     #[error("{at}: invalid offset {offset}: {problem}")]
     InvalidOffset {
         /// The sample whose offset is wrong.
-        at: Location,
+        at: Box<Location>,
         /// The stored offset.
         offset: i64,
         /// What is wrong.
@@ -146,7 +151,7 @@ pub enum Error {
     #[error("{at}: sample checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
     SampleChecksum {
         /// The sample.
-        at: Location,
+        at: Box<Location>,
         /// The stored checksum.
         stored: u32,
         /// The checksum of the bytes read.
@@ -157,7 +162,7 @@ pub enum Error {
     #[error("{at}: truncated sample: it ends at byte {end}, the file now has {size} bytes")]
     TruncatedSample {
         /// The sample.
-        at: Location,
+        at: Box<Location>,
         /// Where the sample ends.
         end: u64,
         /// The file's size when the read failed.
@@ -185,7 +190,7 @@ pub enum Error {
     #[error("{at}: {problem}")]
     Feature {
         /// The sample and the feature.
-        at: Location,
+        at: Box<Location>,
         /// What is wrong.
         problem: FeatureProblem,
     },
@@ -237,7 +242,7 @@ pub enum Error {
     #[error("{at}: sample of {len} bytes exceeds the limit of {max} bytes")]
     SampleTooLarge {
         /// The sample.
-        at: Location,
+        at: Box<Location>,
         /// Its length.
         len: u64,
         /// The limit.
@@ -334,7 +339,7 @@ impl Error {
             | Error::SampleChecksum { at, .. }
             | Error::TruncatedSample { at, .. }
             | Error::Feature { at, .. }
-            | Error::SampleTooLarge { at, .. } => Some(at),
+            | Error::SampleTooLarge { at, .. } => Some(at.as_ref()),
             Error::Example { source } => source.location(),
             Error::OfRecord { source } => source.location(),
             Error::TruncatedHeader { .. }

@@ -49,7 +49,7 @@ pub fn check_sample(data: &[u8], stored: u32, at: impl FnOnce() -> Location) -> 
         Ok(())
     } else {
         Err(Error::SampleChecksum {
-            at: at(),
+            at: at().into(),
             stored,
             computed,
         })
@@ -322,7 +322,7 @@ impl HeaderDecoder {
             if let Some(problem) = problem {
                 return Err(Error::InvalidOffset {
                     at: Location::record(self.file, i as u64)
-                        .with_index(first_index + i as u64),
+                        .with_index(first_index + i as u64).into(),
                     offset: raw as i64,
                     problem,
                 });

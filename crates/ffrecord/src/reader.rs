@@ -504,7 +504,7 @@ impl FfrReader {
             let len = range.end - range.start;
             if len > limits.max_record_bytes() {
                 later = Some(Error::SampleTooLarge {
-                    at: self.at(f, local, index),
+                    at: self.at(f, local, index).into(),
                     len,
                     max: limits.max_record_bytes(),
                 });
@@ -675,7 +675,7 @@ impl FfrReader {
                     let w = &wants[i];
                     if w.end > size {
                         return Error::TruncatedSample {
-                            at: self.at(w.file, w.local, w.index),
+                            at: self.at(w.file, w.local, w.index).into(),
                             end: w.end,
                             size,
                         };

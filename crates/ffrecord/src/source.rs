@@ -97,7 +97,7 @@ impl FfrSource {
         let over_limit = |i: usize| {
             let len = offsets[i + 1] - offsets[i];
             (len > limits.max_record_bytes()).then(|| Error::SampleTooLarge {
-                at: self.at(i as u64),
+                at: self.at(i as u64).into(),
                 len,
                 max: limits.max_record_bytes(),
             })
@@ -179,7 +179,7 @@ impl FfrSource {
                     let sample_end = offsets[i as usize + 1];
                     if sample_end > size {
                         return Error::TruncatedSample {
-                            at: self.at(i),
+                            at: self.at(i).into(),
                             end: sample_end,
                             size,
                         };

@@ -130,12 +130,12 @@ impl AnyDecoder {
         match self {
             AnyDecoder::Tfrecord(d) => d.decode(
                 &r.payload,
-                &grist_tfrecord::Location::new(name.clone(), r.record),
+                &grist_tensor::Location::record(name.clone(), r.record),
                 out,
             )?,
             AnyDecoder::Ofrecord(d) => d.decode(
                 &r.payload,
-                &grist_ofrecord::Location::new(name.clone(), r.record),
+                &grist_tensor::Location::record(name.clone(), r.record),
                 out,
             )?,
             AnyDecoder::Ffrecord(d) => d.decode(&r.payload, name, r.record, Some(r.global), out)?,
@@ -467,10 +467,10 @@ fn check_data_crcs(
         };
         if !grist_tfrecord::data_crc_matches(&chunk.data, span.clone()) {
             return Err(grist_tfrecord::Error::CorruptData {
-                at: grist_tfrecord::Location::new(
+                at: grist_tensor::Location::record(
                     chunk.file.clone(),
                     chunk.first_record.saturating_add(row as u64),
-                ),
+                ).into(),
                 offset: at + span.start as u64,
             }
             .into());

@@ -4,7 +4,7 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use grist_tensor::TensorError;
+use grist_tensor::{ErrorKind, FormatError, Location, TensorError};
 
 /// What went wrong while loading.
 ///
@@ -12,7 +12,14 @@ use grist_tensor::TensorError;
 /// file, the record (or block, sample) and the feature; the loader passes
 /// them on unchanged (boxed, so that a `Result` of this error stays small:
 /// under clippy's `result_large_err` threshold in the caller's code).
-/// After an error the loader yields nothing more.
+/// [`location`](Error::location) answers where for every error that has a
+/// place, whatever its format. After an error the loader yields nothing
+/// more.
+///
+/// Each variant with a place holds it as a boxed [`Location`], so that the
+/// error (and a `Result` of it) stays under clippy's `result_large_err`
+/// threshold; a cause is returned by `source()` and left out of the
+/// variant's own message, so that printing the chain shows it once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -31,12 +38,10 @@ pub enum Error {
     Ofrecord(Box<grist_ofrecord::Error>),
     /// A batch could not be finished (a ragged feature's partitions do not
     /// fit, or padding would exceed the limits).
-    #[error("{file}: the batch starting at record {record}: {source}")]
+    #[error("batch starting at {at}")]
     Batch {
-        /// The file of the batch's first record.
-        file: Arc<str>,
-        /// The number, within that file, of the batch's first record.
-        record: u64,
+        /// The batch's first record: its file and its number there.
+        at: Box<Location>,
         /// What was wrong.
         source: TensorError,
     },
@@ -105,7 +110,7 @@ pub enum Error {
 
     // -- I/O --
     /// Reading a file or folder failed.
-    #[error("{file}: {source}")]
+    #[error("{file}")]
     Io {
         /// The file or folder.
         file: Arc<str>,
@@ -114,23 +119,19 @@ pub enum Error {
     },
 
     /// Reading (or decompressing) a file failed at a record.
-    #[error("{file}: reading record {record}: {source}")]
+    #[error("{at}: cannot read")]
     Read {
-        /// The file.
-        file: Arc<str>,
-        /// The number, within the file, of the record being read.
-        record: u64,
+        /// The file, and the number there of the record being read.
+        at: Box<Location>,
         /// The I/O (or decompression) error.
         source: io::Error,
     },
     /// An index (a TFRecord `.idx` file, or the index of an OFRecord part
     /// built on first read) that does not match its file.
-    #[error("{file}: record {record}: {reason}")]
+    #[error("{at}: {reason}")]
     BadIndex {
-        /// The data file.
-        file: Arc<str>,
-        /// The record the index entry is for.
-        record: u64,
+        /// The data file and the record the index entry is for.
+        at: Box<Location>,
         /// What does not match.
         reason: String,
     },
@@ -157,10 +158,66 @@ impl Error {
         }
     }
 
+    /// Where the error happened, for errors about the data, whatever the
+    /// format: a format's own error answers through
+    /// [`FormatError::location`]; the loader's read, batch and index
+    /// errors carry theirs.
+    pub fn location(&self) -> Option<&Location> {
+        match self {
+            Error::Tfrecord(e) => FormatError::location(&**e),
+            Error::Avro(e) => FormatError::location(&**e),
+            Error::Ffrecord(e) => FormatError::location(&**e),
+            Error::Ofrecord(e) => FormatError::location(&**e),
+            Error::Batch { at, .. } | Error::Read { at, .. } | Error::BadIndex { at, .. } => {
+                Some(at.as_ref())
+            }
+            Error::BadOption { .. }
+            | Error::NoFiles { .. }
+            | Error::BadPattern { .. }
+            | Error::UnknownFormat { .. }
+            | Error::MixedFormats { .. }
+            | Error::StateMismatch { .. }
+            | Error::Unsupported { .. }
+            | Error::Io { .. }
+            | Error::ThreadPanicked { .. } => None,
+        }
+    }
+
     pub(crate) fn option(option: &'static str, reason: impl Into<String>) -> Self {
         Error::BadOption {
             option,
             reason: reason.into(),
+        }
+    }
+}
+
+impl FormatError for Error {
+    fn location(&self) -> Option<&Location> {
+        Error::location(self)
+    }
+
+    /// Who is at fault: a format's error answers for itself; a panicked
+    /// loader thread (a bug) counts as [`ErrorKind::Unsupported`], the
+    /// nearest there is to "not the caller's fault, not the data's".
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Tfrecord(e) => FormatError::kind(&**e),
+            Error::Avro(e) => FormatError::kind(&**e),
+            Error::Ffrecord(e) => FormatError::kind(&**e),
+            Error::Ofrecord(e) => FormatError::kind(&**e),
+            Error::Batch { source, .. } => match source {
+                TensorError::LimitExceeded { .. } => ErrorKind::Limit,
+                _ => ErrorKind::Data,
+            },
+            Error::BadIndex { .. } => ErrorKind::Data,
+            Error::BadOption { .. }
+            | Error::NoFiles { .. }
+            | Error::BadPattern { .. }
+            | Error::UnknownFormat { .. }
+            | Error::MixedFormats { .. }
+            | Error::StateMismatch { .. } => ErrorKind::Argument,
+            Error::Unsupported { .. } | Error::ThreadPanicked { .. } => ErrorKind::Unsupported,
+            Error::Io { .. } | Error::Read { .. } => ErrorKind::Io,
         }
     }
 }

@@ -7,8 +7,8 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use grist_ffrecord::{FfrReader, SampleAt};
-use grist_tensor::TensorError;
+use grist_ffrecord::FfrReader;
+use grist_tensor::{Location, TensorError};
 use grist_tensor::pool::BufferPool;
 
 use crate::error::{Error, Result};
@@ -27,7 +27,7 @@ pub(crate) struct Record {
     pub(crate) payload: Bytes,
     /// FFRecord, checks on the parse threads: where the sample is and its
     /// stored CRC-32, to check before it is decoded.
-    pub(crate) crc: Option<(SampleAt, u32)>,
+    pub(crate) crc: Option<(Location, u32)>,
 }
 
 /// The records of one batch, in batch order.
@@ -241,8 +241,7 @@ fn read_framed(
             .ok()
             .and_then(|i| file.entries.get(i))
             .ok_or_else(|| Error::BadIndex {
-                file: file.name.clone(),
-                record: r,
+                at: Location::record(file.name.clone(), r).into(),
                 reason: format!("the index has {} records", file.entries.len()),
             })?;
         frames.push((f, offset, len));
@@ -286,13 +285,11 @@ fn read_framed(
     read.limits
         .check_alloc("loader batch read", total)
         .map_err(|source| Error::Batch {
-            file: first.clone(),
-            record: wants.first().map_or(0, |w| w.1),
+            at: Location::record(first.clone(), wants.first().map_or(0, |w| w.1)).into(),
             source,
         })?;
     let total_len = usize::try_from(total).map_err(|_| Error::Batch {
-        file: first.clone(),
-        record: 0,
+        at: Location::record(first.clone(), 0).into(),
         source: TensorError::LimitExceeded {
             what: "loader batch read",
             requested: total,
@@ -308,8 +305,7 @@ fn read_framed(
             // The record whose frame starts the run names the error.
             let record = file.entries.partition_point(|e| e.0 < run.start) as u64;
             return Err(Error::Read {
-                file: file.name.clone(),
-                record,
+                at: Location::record(file.name.clone(), record).into(),
                 source,
             });
         }
@@ -366,8 +362,7 @@ fn slice_framed(
             .filter(|&(_, end)| end <= map.len());
         let Some((start, end)) = range else {
             return Err(Error::Read {
-                file: file.name.clone(),
-                record: r,
+                at: Location::record(file.name.clone(), r).into(),
                 source: io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     format!(
@@ -409,8 +404,7 @@ fn payload(
             grist_tfrecord::Decoded::Frame(fr) if fr.len == frame.len() => frame.slice(fr.payload),
             other => {
                 return Err(Error::BadIndex {
-                    file: file.name.clone(),
-                    record: r,
+                    at: Location::record(file.name.clone(), r).into(),
                     reason: format!(
                         "the index says the frame at {offset} is {len} bytes, the file's frame {}",
                         match other {
@@ -430,8 +424,7 @@ fn payload(
             grist_ofrecord::Decoded::Frame(fr) if fr.len == frame.len() => frame.slice(fr.payload),
             _ => {
                 return Err(Error::BadIndex {
-                    file: file.name.clone(),
-                    record: r,
+                    at: Location::record(file.name.clone(), r).into(),
                     reason: format!(
                         "the file changed since its index was built (frame at {offset})"
                     ),
@@ -457,8 +450,7 @@ fn scan_ofrecord(read: &ReadOptions, input: &Input) -> Result<Framed> {
     while offset < size {
         let record = entries.len() as u64;
         let have = read_up_to(&mut reader, &mut prefix).map_err(|source| Error::Read {
-            file: name.clone(),
-            record,
+            at: Location::record(name.clone(), record).into(),
             source,
         })?;
         let mut dec = grist_ofrecord::FrameDecoder::with_options(name.clone(), &options)
@@ -478,8 +470,7 @@ fn scan_ofrecord(read: &ReadOptions, input: &Input) -> Result<Framed> {
         offset += len;
         let skip = i64::try_from(len - 8).unwrap_or(i64::MAX);
         reader.seek_relative(skip).map_err(|source| Error::Read {
-            file: name.clone(),
-            record,
+            at: Location::record(name.clone(), record).into(),
             source,
         })?;
     }

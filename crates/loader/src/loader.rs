@@ -1160,8 +1160,7 @@ impl Loader {
         done: &crate::decode::BatchOut,
     ) -> Result<Batch> {
         let batch = out.finish().map_err(|source| Error::Batch {
-            file: first.0,
-            record: first.1,
+            at: grist_tensor::Location::record(first.0, first.1).into(),
             source,
         })?;
         let threads = done.timings.len().max(1);

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use grist_avro_tensor::{BlockDecoder, Codec, Header};
 use grist_tensor::pool::BufferPool;
-use grist_tensor::{Chunk, RecordLayout};
+use grist_tensor::{Chunk, Location, RecordLayout};
 use grist_tfrecord::{CompressedReader, Compression, Decoded, FrameDecoder};
 use serde::{Deserialize, Serialize};
 
@@ -410,8 +410,7 @@ impl Cut {
                     let size = fill_size(data.len(), self.chunk_bytes, missing, self.read_size);
                     if let Err(source) = self.window.fill(input, size, &mut self.eof) {
                         let e = Error::Read {
-                            file: self.name.clone(),
-                            record: frames.record_index(),
+                            at: Location::record(self.name.clone(), frames.record_index()).into(),
                             source,
                         };
                         if spans.is_empty() {
@@ -476,15 +475,13 @@ impl TfChunker {
             // bytes before the chunk (framing and parsing are skipped).
             let skipped = io::copy(&mut (&mut reader).take(pos.offset), &mut io::sink()).map_err(
                 |source| Error::Read {
-                    file: name.clone(),
-                    record: pos.record,
+                    at: Location::record(name.clone(), pos.record).into(),
                     source,
                 },
             )?;
             if skipped < pos.offset {
                 return Err(Error::Read {
-                    file: name.clone(),
-                    record: pos.record,
+                    at: Location::record(name.clone(), pos.record).into(),
                     source: io::Error::new(
                         io::ErrorKind::UnexpectedEof,
                         format!("the stream ends before byte {}", pos.offset),
@@ -671,8 +668,7 @@ impl AvroChunker {
                     self.window
                         .fill(&mut self.file, size, &mut self.eof)
                         .map_err(|source| Error::Read {
-                            file: self.name.clone(),
-                            record: self.record,
+                            at: Location::record(self.name.clone(), self.record).into(),
                             source,
                         })?;
                 }

@@ -2,11 +2,22 @@
 //! batches before them arrive, and the loader stops.
 
 use grist_loader::{Error, Format, Loader, LoaderBuilder, ShardMode, Threads};
-use grist_tensor::{DType, FeatureSpec, SpecFile};
+use grist_tensor::{DType, ErrorKind, FeatureSpec, FormatError, SpecFile};
 
 use crate::support::{Fixture, KINDS, Kind, ids, specs};
 
 /// Flips a byte `at` bytes before the end of `path`.
+/// The whole chain, as the CLI prints it (`{e:#}`: joined by ": ").
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out = format!("{out}: {c}");
+        cause = c.source();
+    }
+    out
+}
+
 fn damage(path: &std::path::Path, from_end: usize) {
     let mut bytes = std::fs::read(path).unwrap();
     let at = bytes.len() - from_end;
@@ -59,12 +70,18 @@ fn damaged_files_fail_at_their_record() {
             seen.len() >= 32 && seen.iter().all(|&i| i < 87),
             "{kind:?}: {seen:?}"
         );
+        // Every format's error says where, through the loader's error.
+        let at = e.location().expect("a data error has a location");
+        assert!(at.file.contains("data-1"), "{kind:?}: {at}");
         match (kind, &e) {
-            (Kind::Tfrecord | Kind::TfrecordIndexed, Error::Tfrecord(t)) => {
-                assert_eq!(t.location().map(|l| l.record), Some(46), "{kind:?}: {text}");
+            (Kind::Tfrecord | Kind::TfrecordIndexed, Error::Tfrecord(_)) => {
+                assert_eq!(at.record, Some(46), "{kind:?}: {text}");
             }
             (Kind::Avro | Kind::AvroDeflate, Error::Avro(_)) => {}
-            (Kind::Ffrecord, Error::Ffrecord(_)) => assert!(text.contains("46"), "{text}"),
+            (Kind::Ffrecord, Error::Ffrecord(_)) => {
+                assert_eq!(at.record, Some(46), "{kind:?}: {text}");
+                assert!(text.contains("46"), "{text}");
+            }
             _ => panic!("{kind:?}: {e:?}"),
         }
     }
@@ -94,8 +111,15 @@ fn missing_and_unknown_files() {
         .with_specs(specs())
         .build()
         .unwrap();
+    let os = std::fs::File::open(&missing).unwrap_err().to_string();
     match loader.next_batch() {
-        Some(Err(e)) => assert!(e.to_string().contains("missing.tfrecord"), "{e}"),
+        Some(Err(e)) => {
+            assert!(e.to_string().contains("missing.tfrecord"), "{e}");
+            assert_eq!(FormatError::kind(&e), ErrorKind::Io, "{e:?}");
+            // The whole chain, as the CLI prints it: the OS error once.
+            let text = chain(&e);
+            assert_eq!(text.matches(&os).count(), 1, "{text}");
+        }
         other => panic!("{other:?}"),
     }
     let txt = fx.sources[0].with_file_name("notes.txt");
@@ -341,7 +365,7 @@ fn tfrecord_data_crcs_checked_on_the_parse_threads_fail_as_the_reader_does() {
             match &e {
                 Error::Tfrecord(t) => match &**t {
                     grist_tfrecord::Error::CorruptData { at, .. } => {
-                        assert_eq!(at.record, 20, "{kind:?}");
+                        assert_eq!(at.record, Some(20), "{kind:?}");
                         assert!(t.is_data_loss());
                     }
                     other => panic!("{kind:?} {threads:?}: {other:?}"),
@@ -381,7 +405,7 @@ fn ffrecord_checksums_checked_on_the_parse_threads_fail_as_the_reader_does() {
             Error::Ffrecord(f) => match &**f {
                 grist_ffrecord::Error::SampleChecksum { at, .. } => {
                     // The dataset number counts the first file's 40 samples.
-                    assert_eq!((at.sample, at.index), (30, 70), "{threads:?}");
+                    assert_eq!((at.record, at.index), (Some(30), Some(70)), "{threads:?}");
                 }
                 other => panic!("{threads:?}: {other:?}"),
             },
@@ -427,7 +451,7 @@ fn the_first_bad_record_of_a_batch_is_reported_whichever_thread_meets_it() {
                 match &e {
                     Error::Ffrecord(f) => match &**f {
                         grist_ffrecord::Error::SampleChecksum { at, .. } => {
-                            assert_eq!(at.sample, first as u64, "{threads:?}");
+                            assert_eq!(at.record, Some(first as u64), "{threads:?}");
                         }
                         other => panic!("{threads:?}: {other:?}"),
                     },
@@ -452,6 +476,7 @@ fn errors_stay_small_enough_to_return() {
     }
     .into();
     assert!(matches!(e, Error::Tfrecord(_)), "{e:?}");
-    // Transparent: the format crate's message, unchanged.
-    assert_eq!(e.to_string(), "a.tfrecord: gone");
+    // Transparent: the format crate's message and cause, unchanged.
+    assert_eq!(e.to_string(), "a.tfrecord");
+    assert_eq!(chain(&e), "a.tfrecord: gone");
 }

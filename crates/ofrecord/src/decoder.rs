@@ -245,10 +245,10 @@ impl OfRecordDecoder {
         let at = Location::record(file.clone(), first_record);
         out.finish().map_err(|e| match e {
             TensorError::BadRagged { feature, reason } => Error::Feature {
-                at: at.with_feature(feature),
+                at: at.with_feature(feature).into(),
                 problem: FeatureProblem::BadPartition { key: None, reason },
             },
-            other @ TensorError::LimitExceeded { .. } => Error::BatchTooLarge { at, source: other },
+            other @ TensorError::LimitExceeded { .. } => Error::BatchTooLarge { at: at.into(), source: other },
             other => Error::Spec(other),
         })
     }
@@ -267,12 +267,12 @@ impl OfRecordDecoder {
                 out.discard_row();
                 Err(match problem {
                     Problem::Wire(e) => Error::Malformed {
-                        at: at.clone(),
+                        at: at.clone().into(),
                         reason: e.reason,
                         offset: e.offset,
                     },
                     Problem::Feature(problem) => Error::Feature {
-                        at: at.clone().with_feature(self.plan.fields[column].name()),
+                        at: at.clone().with_feature(self.plan.fields[column].name()).into(),
                         problem,
                     },
                 })

@@ -38,6 +38,11 @@ pub fn problem_manifest_kind(problem: &FeatureProblem) -> &'static str {
 /// part (`record`) and, when known, the byte `offset` of its 8-byte length
 /// prefix in the part; a record of a dataset read as one sequence also has
 /// its number in the dataset (`index`).
+///
+/// Each variant with a place holds it as a boxed [`Location`], so that the
+/// error (and a `Result` of it) stays under clippy's `result_large_err`
+/// threshold; a cause is returned by `source()` and left out of the
+/// variant's own message, so that printing the chain shows it once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -45,7 +50,7 @@ pub enum Error {
     #[error("{at}: truncated: only {available} bytes left for an 8-byte length prefix")]
     TruncatedLength {
         /// The record.
-        at: Location,
+        at: Box<Location>,
         /// The bytes left.
         available: u64,
     },
@@ -53,7 +58,7 @@ pub enum Error {
     #[error("{at}: truncated: record length {len} exceeds the {available} bytes left")]
     TruncatedPayload {
         /// The record.
-        at: Location,
+        at: Box<Location>,
         /// The length read from the prefix.
         len: u64,
         /// The payload bytes left in the file.
@@ -64,7 +69,7 @@ pub enum Error {
     #[error("{at}: invalid record length {len}")]
     InvalidLength {
         /// The record.
-        at: Location,
+        at: Box<Location>,
         /// The length read from the prefix.
         len: i64,
     },
@@ -72,7 +77,7 @@ pub enum Error {
     #[error("{at}: could not parse OFRecord: {reason} at byte {offset} of the record")]
     Malformed {
         /// The record.
-        at: Location,
+        at: Box<Location>,
         /// What is wrong with the wire format.
         reason: &'static str,
         /// Byte offset within the record.
@@ -82,7 +87,7 @@ pub enum Error {
     #[error("{at}: {problem}")]
     Feature {
         /// The record and the feature (or key).
-        at: Location,
+        at: Box<Location>,
         /// What is wrong.
         problem: FeatureProblem,
     },
@@ -138,7 +143,7 @@ pub enum Error {
     #[error("batch starting at {at}")]
     BatchTooLarge {
         /// The batch's first record.
-        at: Location,
+        at: Box<Location>,
         /// The limit that was hit.
         source: TensorError,
     },
@@ -146,7 +151,7 @@ pub enum Error {
     #[error("{at}: record of {len} bytes exceeds the limit of {max} bytes")]
     RecordTooLarge {
         /// The record.
-        at: Location,
+        at: Box<Location>,
         /// Its length.
         len: u64,
         /// The limit.
@@ -182,7 +187,7 @@ impl Error {
             | Error::Malformed { at, .. }
             | Error::Feature { at, .. }
             | Error::BatchTooLarge { at, .. }
-            | Error::RecordTooLarge { at, .. } => Some(at),
+            | Error::RecordTooLarge { at, .. } => Some(at.as_ref()),
             Error::MissingPart { .. }
             | Error::BadDataset { .. }
             | Error::DatasetExists { .. }

@@ -208,7 +208,7 @@ impl FrameDecoder {
         };
         let len = i64::from_le_bytes(*prefix);
         if len < 0 || (len == 0 && !self.zero_length) {
-            return Err(Error::InvalidLength { at: self.at(), len });
+            return Err(Error::InvalidLength { at: self.at().into(), len });
         }
         let len = len as u64;
         if let Some(rest) = self.remaining {
@@ -219,7 +219,7 @@ impl FrameDecoder {
         }
         if len > self.limits.max_record_bytes() {
             return Err(Error::RecordTooLarge {
-                at: self.at(),
+                at: self.at().into(),
                 len,
                 max: self.limits.max_record_bytes(),
             });
@@ -251,7 +251,7 @@ impl FrameDecoder {
             Some(prefix) => {
                 let len = i64::from_le_bytes(*prefix);
                 if len < 0 || (len == 0 && !self.zero_length) {
-                    return Err(Error::InvalidLength { at: self.at(), len });
+                    return Err(Error::InvalidLength { at: self.at().into(), len });
                 }
                 Err(self.truncated_payload(len as u64, (rest.len() - LENGTH_PREFIX) as u64))
             }
@@ -260,14 +260,14 @@ impl FrameDecoder {
 
     fn truncated_length(&self, available: u64) -> Error {
         Error::TruncatedLength {
-            at: self.at(),
+            at: self.at().into(),
             available,
         }
     }
 
     fn truncated_payload(&self, len: u64, available: u64) -> Error {
         Error::TruncatedPayload {
-            at: self.at(),
+            at: self.at().into(),
             len,
             available,
         }

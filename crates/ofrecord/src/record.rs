@@ -200,7 +200,7 @@ impl Record {
             Ok(())
         })
         .map_err(|e| Error::Malformed {
-            at: at.clone(),
+            at: at.clone().into(),
             reason: e.reason,
             offset: e.offset,
         })?;

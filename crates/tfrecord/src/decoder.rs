@@ -363,11 +363,11 @@ impl ExampleDecoder {
         self.learn_sizes(out);
         out.finish().map_err(|e| match e {
             grist_tensor::TensorError::BadRagged { feature, reason } => Error::Feature {
-                at: Location::record(file.clone(), first_record).with_feature(feature),
+                at: Location::record(file.clone(), first_record).with_feature(feature).into(),
                 problem: FeatureProblem::BadPartition { key: None, reason },
             },
             other @ grist_tensor::TensorError::LimitExceeded { .. } => Error::BatchTooLarge {
-                at: Location::record(file.clone(), first_record),
+                at: Location::record(file.clone(), first_record).into(),
                 source: other,
             },
             other => Error::Spec(other),
@@ -574,7 +574,7 @@ impl ExampleDecoder {
     fn decode_inner(&mut self, record: &[u8], at: &Location, out: &mut BatchBuilder) -> Hot<()> {
         if record.len() > u32::MAX as usize {
             return Err(Box::new(Error::RecordTooLarge {
-                at: at.clone(),
+                at: at.clone().into(),
                 len: record.len() as u64,
                 max: u32::MAX as u64,
             }));
@@ -588,7 +588,7 @@ impl ExampleDecoder {
         };
         let malformed = |e: WireError| {
             Box::new(Error::Malformed {
-                at: at.clone(),
+                at: at.clone().into(),
                 message,
                 reason: e.reason,
                 offset: e.offset,
@@ -803,7 +803,7 @@ impl<'r> Ctx<'r> {
     #[cold]
     fn malformed(&self, e: WireError) -> Box<Error> {
         Box::new(Error::Malformed {
-            at: self.at.clone(),
+            at: self.at.clone().into(),
             message: "Feature",
             reason: e.reason,
             offset: e.offset,
@@ -813,7 +813,7 @@ impl<'r> Ctx<'r> {
     #[cold]
     fn problem(&self, feature: &str, problem: FeatureProblem) -> Box<Error> {
         Box::new(Error::Feature {
-            at: self.at.clone().with_feature(feature),
+            at: self.at.clone().with_feature(feature).into(),
             problem,
         })
     }

@@ -6,6 +6,11 @@ use grist_tensor::{ErrorKind, FeatureProblem, FormatError, Location, TensorError
 
 /// Errors of grist-tfrecord, sorted by who is at fault: bad data, bad
 /// arguments, limits, I/O.
+///
+/// Each variant with a place holds it as a boxed [`Location`], so that the
+/// error (and a `Result` of it) stays under clippy's `result_large_err`
+/// threshold; a cause is returned by `source()` and left out of the
+/// variant's own message, so that printing the chain shows it once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -14,7 +19,7 @@ pub enum Error {
     #[error("{at}: corrupted record at {offset}: length CRC mismatch")]
     CorruptLength {
         /// The record.
-        at: Location,
+        at: Box<Location>,
         /// Byte offset of the record's start in the (decompressed) stream.
         offset: u64,
     },
@@ -23,7 +28,7 @@ pub enum Error {
     #[error("{at}: corrupted record at {offset}: data CRC mismatch")]
     CorruptData {
         /// The record.
-        at: Location,
+        at: Box<Location>,
         /// Byte offset of the payload in the (decompressed) stream.
         offset: u64,
     },
@@ -32,7 +37,7 @@ pub enum Error {
     #[error("{at}: truncated record at {offset}")]
     Truncated {
         /// The record.
-        at: Location,
+        at: Box<Location>,
         /// Byte offset of the record's start in the (decompressed) stream.
         offset: u64,
     },
@@ -40,7 +45,7 @@ pub enum Error {
     #[error("{at}: corrupt compressed stream")]
     Decompress {
         /// The record being read when inflating failed.
-        at: Location,
+        at: Box<Location>,
         /// The codec's error.
         source: std::io::Error,
     },
@@ -48,7 +53,7 @@ pub enum Error {
     #[error("{at}: could not parse {message}: {reason} at byte {offset}")]
     Malformed {
         /// The record.
-        at: Location,
+        at: Box<Location>,
         /// The message type (`"Example"`, `"SequenceExample"`).
         message: &'static str,
         /// What is wrong with the wire format.
@@ -60,7 +65,7 @@ pub enum Error {
     #[error("{at}: {problem}")]
     Feature {
         /// The record and the feature (or key).
-        at: Location,
+        at: Box<Location>,
         /// What is wrong.
         problem: FeatureProblem,
     },
@@ -69,7 +74,7 @@ pub enum Error {
     #[error("batch starting at {at}")]
     BatchTooLarge {
         /// The batch's first record.
-        at: Location,
+        at: Box<Location>,
         /// The limit that was hit.
         source: TensorError,
     },
@@ -117,7 +122,7 @@ pub enum Error {
     #[error("{at}: record of {len} bytes exceeds the limit of {max} bytes")]
     RecordTooLarge {
         /// The record.
-        at: Location,
+        at: Box<Location>,
         /// Its length.
         len: u64,
         /// The limit.
@@ -145,7 +150,7 @@ impl Error {
             | Error::Malformed { at, .. }
             | Error::Feature { at, .. }
             | Error::BatchTooLarge { at, .. }
-            | Error::RecordTooLarge { at, .. } => Some(at),
+            | Error::RecordTooLarge { at, .. } => Some(at.as_ref()),
             Error::BadIndex { .. }
             | Error::RecordOutOfRange { .. }
             | Error::Spec(_)
@@ -174,7 +179,7 @@ impl Error {
             | Error::Malformed { at, .. }
             | Error::Feature { at, .. }
             | Error::BatchTooLarge { at, .. }
-            | Error::RecordTooLarge { at, .. } => Some(at),
+            | Error::RecordTooLarge { at, .. } => Some(at.as_mut()),
             _ => None,
         }
     }

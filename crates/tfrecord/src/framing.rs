@@ -331,7 +331,7 @@ impl FrameDecoder {
             let stored = u32::from_le_bytes(crc_bytes.try_into().unwrap_or_default());
             if masked_crc32c(len_bytes) != stored {
                 return Err(Error::CorruptLength {
-                    at: self.at(),
+                    at: self.at().into(),
                     offset: self.offset,
                 });
             }
@@ -354,7 +354,7 @@ impl FrameDecoder {
                 .unwrap_or_default();
             if masked_crc32c(&frame[payload.clone()]) != u32::from_le_bytes(footer) {
                 return Err(Error::CorruptData {
-                    at: self.at(),
+                    at: self.at().into(),
                     offset: self.offset.saturating_add(HEADER_LEN as u64),
                 });
             }
@@ -371,7 +371,7 @@ impl FrameDecoder {
     pub(crate) fn check_len(&self, len: u64) -> Result<()> {
         if len > self.max_len {
             return Err(Error::RecordTooLarge {
-                at: self.at(),
+                at: self.at().into(),
                 len,
                 max: self.max_len,
             });
@@ -387,7 +387,7 @@ impl FrameDecoder {
             Ok(())
         } else {
             Err(Error::Truncated {
-                at: self.at(),
+                at: self.at().into(),
                 offset: self.offset,
             })
         }
@@ -604,7 +604,7 @@ pub(crate) fn read_error(
     );
     if compression != Compression::None && inflate_error {
         Error::Decompress {
-            at: Location::record(file.clone(), record),
+            at: Location::record(file.clone(), record).into(),
             source,
         }
     } else {

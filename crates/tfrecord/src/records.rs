@@ -41,7 +41,7 @@ fn features_to_json(features: &BTreeMap<String, proto::Feature>) -> Value {
 
 fn protobuf_error(at: &Location, message: &'static str) -> Error {
     Error::Malformed {
-        at: at.clone(),
+        at: at.clone().into(),
         message,
         reason: "not a valid protobuf message of this type",
         offset: 0,
