@@ -411,7 +411,7 @@ fn inspect_ofrecord(args: &Args, files: &[PathBuf]) -> anyhow::Result<ExitCode> 
             break;
         };
         let at =
-            grist_ofrecord::Location::new(r.file.clone(), r.index_in_part).with_offset(r.offset);
+            grist_ofrecord::Location::record(r.file.clone(), r.index_in_part).with_offset(r.offset);
         let record = grist_ofrecord::Record::parse_at(r.payload, &at)?;
         widen(&mut summary.record_bytes, r.payload.len());
         for (name, value) in &record.features {

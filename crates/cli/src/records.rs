@@ -229,8 +229,8 @@ impl RecordFile {
                 bytes: &s.data,
                 place: Place {
                     file: s.at.file.clone(),
-                    local: s.at.sample,
-                    global: s.at.index,
+                    local: s.at.record.unwrap_or_default(),
+                    global: s.at.index.unwrap_or_default(),
                     offset: None,
                 },
                 block: None,
@@ -281,7 +281,7 @@ impl RecordJson {
     /// Decodes `record`.
     pub(crate) fn decode(&self, record: &Record<'_>) -> anyhow::Result<Value> {
         let place = &record.place;
-        let at = || Location::new(place.file.clone(), place.local);
+        let at = || Location::record(place.file.clone(), place.local);
         Ok(match self {
             RecordJson::Example => example_to_json(record.bytes, &at())?,
             RecordJson::SequenceExample => sequence_example_to_json(record.bytes, &at())?,
@@ -294,7 +294,7 @@ impl RecordJson {
                 datum_to_json(schema, record.bytes, &at)?
             }
             RecordJson::OfRecord => {
-                let mut at = grist_ofrecord::Location::new(place.file.clone(), place.local);
+                let mut at = grist_ofrecord::Location::record(place.file.clone(), place.local);
                 if let Some(offset) = place.offset {
                     at = at.with_offset(offset);
                 }

@@ -53,6 +53,18 @@ struct Failure {
     detail: String,
 }
 
+/// An error's message and its causes, joined by ": " (as the CLI prints
+/// errors).
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        out = format!("{out}: {c}");
+        cause = c.source();
+    }
+    out
+}
+
 /// An error's message without its leading `<location>: ` (`at`: where
 /// the format's error says it happened) or `<file>: `.
 fn detail(message: String, at: Option<impl std::fmt::Display>, file: &Path) -> String {
@@ -80,7 +92,7 @@ struct Verified {
 fn verify_tfrecord(file: &Path) -> Result<Verified, Failure> {
     let fail = |position, error: grist_tfrecord::Error| Failure {
         position,
-        detail: detail(error.to_string(), error.location(), file),
+        detail: detail(chain(&error), error.location(), file),
     };
     let mut reader =
         RecordReader::open(file, ReaderOptions::default()).map_err(|e| fail(None, e))?;
@@ -118,7 +130,7 @@ fn verify_tfrecord(file: &Path) -> Result<Verified, Failure> {
 fn verify_avro(file: &Path) -> Result<Verified, Failure> {
     let fail = |position, error: grist_avro_tensor::Error| Failure {
         position,
-        detail: detail(error.to_string(), error.location(), file),
+        detail: detail(chain(&error), error.location(), file),
     };
     let mut reader = DatumReader::open(file, grist_avro_tensor::ReaderOptions::default())
         .map_err(|e| fail(None, e))?;
@@ -152,12 +164,13 @@ fn verify_avro(file: &Path) -> Result<Verified, Failure> {
 /// metadata CRC-32 and every sample's CRC-32.
 fn verify_ffrecord(file: &Path) -> Result<Verified, Failure> {
     let fail = |error: grist_ffrecord::Error, offsets: Option<&[u64]>| {
-        let position = error.sample().map(|at| match offsets {
-            Some(o) => format!("sample {} at offset {}", at.sample, o[at.sample as usize]),
-            None => format!("sample {}", at.sample),
+        let sample = error.location().and_then(|at| at.record);
+        let position = sample.map(|sample| match offsets {
+            Some(o) => format!("sample {sample} at offset {}", o[sample as usize]),
+            None => format!("sample {sample}"),
         });
         Failure {
-            detail: detail(error.to_string(), error.sample(), file),
+            detail: detail(chain(&error), error.location(), file),
             position,
         }
     };
@@ -190,7 +203,7 @@ fn verify_ffrecord(file: &Path) -> Result<Verified, Failure> {
 fn verify_ofrecord(file: &Path) -> Result<Verified, Failure> {
     let fail = |position, error: grist_ofrecord::Error| Failure {
         position,
-        detail: detail(error.to_string(), error.location(), file),
+        detail: detail(chain(&error), error.location(), file),
     };
     let mut reader =
         grist_ofrecord::RecordReader::open(file, grist_ofrecord::ReaderOptions::default())
@@ -203,7 +216,7 @@ fn verify_ofrecord(file: &Path) -> Result<Verified, Failure> {
         match reader.next_record() {
             Ok(Some(r)) => {
                 let location =
-                    grist_ofrecord::Location::new(name.clone(), r.index).with_offset(r.offset);
+                    grist_ofrecord::Location::record(name.clone(), r.index).with_offset(r.offset);
                 grist_ofrecord::Record::parse_at(r.payload, &location)
                     .map_err(|e| fail(at(), e))?;
                 records += 1;

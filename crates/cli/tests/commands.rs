@@ -611,3 +611,14 @@ fn gen_ffrecord_and_ofrecord() {
         assert_eq!(doc["records"], 300, "{}", path.display());
     }
 }
+
+#[test]
+fn a_missing_file_prints_the_os_error_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.tfrecord");
+    let os = std::fs::File::open(&missing).unwrap_err().to_string();
+    let run = grist(["count".as_ref(), missing.as_os_str()]);
+    run.assert_failed("count of a missing file");
+    assert!(run.stderr.contains("missing.tfrecord"), "{}", run.stderr);
+    assert_eq!(run.stderr.matches(&os).count(), 1, "{}", run.stderr);
+}
