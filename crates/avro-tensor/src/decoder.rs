@@ -13,9 +13,9 @@ use grist_tensor::{
 
 use crate::datum::{DatumError, Reader};
 use crate::error::{Error, Result};
-use grist_tensor::{FeatureProblem, Location};
 use crate::plan::{FieldPlan, Leaf, Plan, SparsePart, Step, check_specs};
 use crate::schema::{Node, Schema};
+use grist_tensor::{FeatureProblem, Location};
 
 /// Why decoding a record failed, before the location is attached.
 #[derive(Debug)]
@@ -291,7 +291,8 @@ impl AvroDecoder {
                     Fail::Feature(col, problem) => Error::Feature {
                         at: at()
                             .with_record(record)
-                            .with_feature(self.specs[col].name()).into(),
+                            .with_feature(self.specs[col].name())
+                            .into(),
                         problem,
                     },
                 });
@@ -829,11 +830,14 @@ fn index_count_mismatch(index: usize, indices: usize, values: usize) -> Fail {
 
 #[cold]
 fn index_out_of_range(index: usize, value: i64, size: i64) -> Fail {
-    Fail::Feature(0, FeatureProblem::IndexOutOfRange {
+    Fail::Feature(
+        0,
+        FeatureProblem::IndexOutOfRange {
             dim: Some(index),
             index: value,
             size,
-        })
+        },
+    )
 }
 
 impl grist_tensor::Decoder for AvroDecoder {

@@ -33,8 +33,8 @@ use serde_json::{Map, Value};
 use crate::container::{Block, BlockReader, Header, ReaderOptions};
 use crate::datum::{DatumError, DatumResult, MAX_DEPTH, Reader};
 use crate::error::{Error, Result};
-use grist_tensor::Location;
 use crate::schema::{Node, Schema};
+use grist_tensor::Location;
 
 /// A writer schema compiled for reading datums generically.
 ///
@@ -193,7 +193,8 @@ impl DatumSchema {
             walk.value::<false>(self.schema.root, 0)
                 .map_err(|e| Error::Datum {
                     at: Location::block(file.clone(), block.index)
-                        .with_record(block.first_record + i).into(),
+                        .with_record(block.first_record + i)
+                        .into(),
                     reason: format!("{} at byte {} of the block", e.reason, e.offset),
                 })?;
             ranges.push(start..walk.r.pos);

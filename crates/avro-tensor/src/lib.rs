@@ -82,7 +82,7 @@ pub use container::{
 pub use decoder::AvroDecoder;
 pub use encode::{encode_batch, schema_for_specs};
 pub use error::{Error, Result};
-pub use grist_tensor::{FeatureProblem, FormatError, Location};
 pub use generic::{AvroValue, Datum, DatumReader, DatumSchema, datum_to_json};
+pub use grist_tensor::{FeatureProblem, FormatError, Location};
 pub use source::AvroSource;
 pub use writer::{ContainerWriter, WriteSummary, WriterOptions};

@@ -246,7 +246,12 @@ fn lying_block_counts_fail_at_the_block_the_manifest_names() {
         }
         let e = error.unwrap_or_else(|| panic!("{}: decoding did not fail", case.name));
         assert!(matches!(e, Error::Datum { .. }), "{}: {e}", case.name);
-        assert_eq!(e.location().unwrap().block.unwrap(), failing, "{}: {e}", case.name);
+        assert_eq!(
+            e.location().unwrap().block.unwrap(),
+            failing,
+            "{}: {e}",
+            case.name
+        );
         assert_eq!(
             records_before,
             case.expected["error"]["records_in_intact_blocks_before"]

@@ -167,7 +167,11 @@ impl PayloadDecoder {
             self.decode(&s.data, &s.at.file, sample, s.at.index, &mut out)?;
         }
         let (file, sample, index) = match samples.first() {
-            Some(s) => (s.at.file.clone(), s.at.record.unwrap_or_default(), s.at.index),
+            Some(s) => (
+                s.at.file.clone(),
+                s.at.record.unwrap_or_default(),
+                s.at.index,
+            ),
             None => (Arc::from(""), 0, None),
         };
         self.finish(&mut out, &file, sample, index)

@@ -322,7 +322,8 @@ impl HeaderDecoder {
             if let Some(problem) = problem {
                 return Err(Error::InvalidOffset {
                     at: Location::record(self.file, i as u64)
-                        .with_index(first_index + i as u64).into(),
+                        .with_index(first_index + i as u64)
+                        .into(),
                     offset: raw as i64,
                     problem,
                 });

@@ -12,9 +12,9 @@ use bytes::Bytes;
 use grist_tensor::{Limits, prefetch_ahead};
 
 use crate::error::{Error, Result};
-use grist_tensor::Location;
 use crate::header::{FileHeader, HeaderDecoder, PREFIX_LEN, check_sample, encode_header};
 use crate::source::FfrSource;
+use grist_tensor::Location;
 use grist_tensor::pool::BufferPool;
 
 /// How sample bytes are fetched from the files: positioned reads (`pread`)

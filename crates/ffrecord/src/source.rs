@@ -8,9 +8,9 @@ use std::sync::Arc;
 use grist_tensor::{Chunk, RecordLayout, RecordSource};
 
 use crate::error::{Error, Result};
-use grist_tensor::Location;
 use crate::header::check_sample;
 use crate::reader::FfrReader;
+use grist_tensor::Location;
 
 /// Reads a dataset in sample order as [`Chunk`]s: runs of consecutive
 /// samples of one file, about [`with_chunk_bytes`](Self::with_chunk_bytes)

@@ -220,7 +220,12 @@ fn without_checks_samples_read_as_the_original_reads_them() {
                         case.name
                     );
                     let expected = case.error.as_ref().expect("a damaged case");
-                    assert_eq!(e.class().name(), expected.kind, "{} ({how}): {e}", case.name);
+                    assert_eq!(
+                        e.class().name(),
+                        expected.kind,
+                        "{} ({how}): {e}",
+                        case.name
+                    );
                     assert!(
                         !original_exact,
                         "{} ({how}): the original read this file correctly without checks: {e}",

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use grist_ffrecord::{
-    Error, FfrReader, FfrWriter, PayloadDecoder, FeatureProblem, ReaderOptions, WriterOptions,
+    Error, FeatureProblem, FfrReader, FfrWriter, PayloadDecoder, ReaderOptions, WriterOptions,
     encode_file,
 };
 use grist_tensor::json::{batch_to_json, compare_json};

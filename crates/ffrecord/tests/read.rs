@@ -258,7 +258,10 @@ fn a_bad_sample_past_the_first_groups_of_a_batch_is_found() {
     let read = reader.read(&good).unwrap();
     assert_eq!(read.len(), good.len());
     for (s, &i) in read.iter().zip(&good) {
-        assert_eq!((s.at.index.unwrap(), &s.data[..]), (i, &samples[i as usize][..]));
+        assert_eq!(
+            (s.at.index.unwrap(), &s.data[..]),
+            (i, &samples[i as usize][..])
+        );
     }
 }
 

@@ -470,7 +470,8 @@ fn check_data_crcs(
                 at: grist_tensor::Location::record(
                     chunk.file.clone(),
                     chunk.first_record.saturating_add(row as u64),
-                ).into(),
+                )
+                .into(),
                 offset: at + span.start as u64,
             }
             .into());

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use grist_ffrecord::FfrReader;
-use grist_tensor::{Location, TensorError};
 use grist_tensor::pool::BufferPool;
+use grist_tensor::{Location, TensorError};
 
 use crate::error::{Error, Result};
 use crate::files::{Format, Input};

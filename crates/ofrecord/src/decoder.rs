@@ -9,9 +9,9 @@ use grist_tensor::{
 };
 
 use crate::error::{Error, Result};
-use grist_tensor::{FeatureProblem, Location};
 use crate::plan::{Col, Field, Keys, Plan, RawDType, RawSpec, partition_kinds, sequence_pad};
 use crate::wire::{self, FeatureRef, ListKind, Sink, WireError};
+use grist_tensor::{FeatureProblem, Location};
 
 /// Why a row failed, before it is given its location.
 #[derive(Debug)]
@@ -248,7 +248,10 @@ impl OfRecordDecoder {
                 at: at.with_feature(feature).into(),
                 problem: FeatureProblem::BadPartition { key: None, reason },
             },
-            other @ TensorError::LimitExceeded { .. } => Error::BatchTooLarge { at: at.into(), source: other },
+            other @ TensorError::LimitExceeded { .. } => Error::BatchTooLarge {
+                at: at.into(),
+                source: other,
+            },
             other => Error::Spec(other),
         })
     }
@@ -272,7 +275,10 @@ impl OfRecordDecoder {
                         offset: e.offset,
                     },
                     Problem::Feature(problem) => Error::Feature {
-                        at: at.clone().with_feature(self.plan.fields[column].name()).into(),
+                        at: at
+                            .clone()
+                            .with_feature(self.plan.fields[column].name())
+                            .into(),
                         problem,
                     },
                 })
@@ -561,7 +567,8 @@ fn fill(
                         dim: None,
                         index: bad,
                         size,
-                    }.into());
+                    }
+                    .into());
                 }
             }
             let ids = &scratch.ids[..index.len()];
@@ -742,7 +749,8 @@ fn sparse_1d(
             dim: None,
             index,
             size,
-        }.into());
+        }
+        .into());
     }
     if !(in_order || sorted) {
         let ids = &mut scratch.ids[0];

@@ -208,7 +208,10 @@ impl FrameDecoder {
         };
         let len = i64::from_le_bytes(*prefix);
         if len < 0 || (len == 0 && !self.zero_length) {
-            return Err(Error::InvalidLength { at: self.at().into(), len });
+            return Err(Error::InvalidLength {
+                at: self.at().into(),
+                len,
+            });
         }
         let len = len as u64;
         if let Some(rest) = self.remaining {
@@ -251,7 +254,10 @@ impl FrameDecoder {
             Some(prefix) => {
                 let len = i64::from_le_bytes(*prefix);
                 if len < 0 || (len == 0 && !self.zero_length) {
-                    return Err(Error::InvalidLength { at: self.at().into(), len });
+                    return Err(Error::InvalidLength {
+                        at: self.at().into(),
+                        len,
+                    });
                 }
                 Err(self.truncated_payload(len as u64, (rest.len() - LENGTH_PREFIX) as u64))
             }

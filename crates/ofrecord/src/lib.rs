@@ -103,10 +103,10 @@ pub use dataset::{
 pub use decoder::OfRecordDecoder;
 pub use encode::{RecordBuilder, encode_batch};
 pub use error::{Error, Result, problem_manifest_kind};
-pub use grist_tensor::{FeatureProblem, FormatError, Location};
 pub use framing::{
     Decoded, Frame, FrameDecoder, LENGTH_PREFIX, RawRecord, ReaderOptions, RecordReader,
 };
+pub use grist_tensor::{FeatureProblem, FormatError, Location};
 pub use plan::{BytesSpec, Field, RawDType, RawSpec};
 pub use record::{FeatureValue, MAX_INLINE_BYTES, Record};
 pub use source::OfRecordSource;

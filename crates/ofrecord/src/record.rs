@@ -10,8 +10,8 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use grist_tensor::Location;
 use crate::wire::{self, ListKind, Sink};
+use grist_tensor::Location;
 
 /// The value of one feature: its list, or no list at all.
 #[derive(Clone, Debug, PartialEq)]

@@ -261,8 +261,11 @@ fn chunks_hold_the_same_records() {
                 .collect();
             assert_eq!(got, want, "{} at {chunk_bytes}", case.name);
             assert_eq!(
-                err.as_ref().map(|e| (e.manifest_kind(), e.location().cloned())),
-                framing.as_ref().map(|e| (e.manifest_kind(), e.location().cloned())),
+                err.as_ref()
+                    .map(|e| (e.manifest_kind(), e.location().cloned())),
+                framing
+                    .as_ref()
+                    .map(|e| (e.manifest_kind(), e.location().cloned())),
                 "{}",
                 case.name
             );

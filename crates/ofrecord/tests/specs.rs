@@ -137,7 +137,14 @@ fn sparse_features_sort_rows_and_check_indices() {
     let (p, _, feature) = problem(decode(&[sparse.clone().into()], &out_of_range));
     assert_eq!(
         (p, feature.as_str()),
-        (FeatureProblem::IndexOutOfRange { dim: None, index: 5, size: 5 }, "sp")
+        (
+            FeatureProblem::IndexOutOfRange {
+                dim: None,
+                index: 5,
+                size: 5
+            },
+            "sp"
+        )
     );
     let counts = vec![
         RecordBuilder::new()
@@ -228,7 +235,10 @@ fn oneflow_raw_decoder_converts_truncates_and_varies() {
     );
     let i8s = RawSpec::new("x", [3], RawDType::Int8).with_truncate(true);
     let (p, record, _) = problem(decode(&[i8s.into()], &records));
-    assert_eq!((grist_ofrecord::problem_manifest_kind(&p), record), ("overflow_undefined_in_oneflow", 10));
+    assert_eq!(
+        (grist_ofrecord::problem_manifest_kind(&p), record),
+        ("overflow_undefined_in_oneflow", 10)
+    );
 
     // Varying length: a ragged column, at most the shape's worth.
     let varying = RawSpec::new("x", [3], RawDType::Float32).with_dim1_varying_length(true);
@@ -270,7 +280,10 @@ fn oneflow_raw_decoder_converts_truncates_and_varies() {
             .encode(),
     ];
     let (p, _, _) = problem(decode(&[exact.clone().into()], &nokind));
-    assert_eq!(grist_ofrecord::problem_manifest_kind(&p), "unsupported_kind");
+    assert_eq!(
+        grist_ofrecord::problem_manifest_kind(&p),
+        "unsupported_kind"
+    );
     let (p, _, _) = problem(decode(&[exact.into()], &[Vec::new()]));
     assert_eq!(grist_ofrecord::problem_manifest_kind(&p), "feature_missing");
 }

@@ -74,9 +74,17 @@ fn every_prefix_of_every_good_part_frames_or_names_the_cut_record() {
                 match err {
                     None => assert_eq!(pos, cut, "{} cut {cut}", case.name),
                     Some(e) => {
-                        assert_eq!(e.manifest_kind(), "truncated", "{} cut {cut}: {e}", case.name);
+                        assert_eq!(
+                            e.manifest_kind(),
+                            "truncated",
+                            "{} cut {cut}: {e}",
+                            case.name
+                        );
                         let at = e.location().unwrap();
-                        assert_eq!((at.record, at.offset), (Some(whole as u64), Some(pos as u64)));
+                        assert_eq!(
+                            (at.record, at.offset),
+                            (Some(whole as u64), Some(pos as u64))
+                        );
                     }
                 }
             }

@@ -10,9 +10,9 @@ use grist_tensor::{
 };
 
 use crate::error::{Error, Result};
-use grist_tensor::{FeatureProblem, Location};
 use crate::plan::{ColumnPlan, KeyTable, Plan, Role, SequencePlan};
 use crate::wire::{self, Cursor, FeatureRef, Kind, LEN, Span, WireError};
+use grist_tensor::{FeatureProblem, Location};
 
 /// The hot path's result: the error boxed, so results stay small.
 type Hot<T> = std::result::Result<T, Box<Error>>;
@@ -363,7 +363,9 @@ impl ExampleDecoder {
         self.learn_sizes(out);
         out.finish().map_err(|e| match e {
             grist_tensor::TensorError::BadRagged { feature, reason } => Error::Feature {
-                at: Location::record(file.clone(), first_record).with_feature(feature).into(),
+                at: Location::record(file.clone(), first_record)
+                    .with_feature(feature)
+                    .into(),
                 problem: FeatureProblem::BadPartition { key: None, reason },
             },
             other @ grist_tensor::TensorError::LimitExceeded { .. } => Error::BatchTooLarge {

@@ -210,9 +210,7 @@ impl FormatError for Error {
             | Error::Malformed { .. }
             | Error::Feature { .. }
             | Error::BadIndex { .. } => ErrorKind::Data,
-            Error::RecordOutOfRange { .. } | Error::NeedsUncompressed { .. } => {
-                ErrorKind::Argument
-            }
+            Error::RecordOutOfRange { .. } | Error::NeedsUncompressed { .. } => ErrorKind::Argument,
             Error::Spec(e) => e.kind(),
             Error::BatchTooLarge { .. } | Error::RecordTooLarge { .. } => ErrorKind::Limit,
             Error::CompressionDisabled { .. } => ErrorKind::Unsupported,

@@ -7,8 +7,8 @@ use prost::Message;
 use serde_json::{Map, Value, json};
 
 use crate::error::{Error, Result};
-use grist_tensor::Location;
 use crate::proto;
+use grist_tensor::Location;
 use grist_tensor::json::{bytes_to_json, float_to_json};
 
 /// The JSON form of one `tf.train.Feature`: `{"int64_list": [...]}`,
