@@ -52,6 +52,8 @@ mod spec;
 pub mod synth;
 mod tensor;
 pub mod varint;
+#[doc(hidden)]
+pub mod wire;
 
 pub use access::{Access, PREFETCH_FAR, PREFETCH_NEAR, prefetch_ahead, warm};
 pub use builder::{

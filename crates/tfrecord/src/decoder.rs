@@ -652,7 +652,7 @@ fn for_each_entry(
             continue;
         }
         let mut entry = features.message()?;
-        let (key, value) = match entry.key_value() {
+        let (key, value) = match wire::key_value(&entry) {
             Some(kv) => kv,
             None => {
                 let mut key: &[u8] = b"";
@@ -664,7 +664,7 @@ fn for_each_entry(
                     let (f, w) = entry.tag()?;
                     match (f, w) {
                         (1, LEN) => key = entry.bytes()?,
-                        (2, LEN) => value = entry.span()?,
+                        (2, LEN) => value = wire::span(&mut entry)?,
                         _ => entry.skip(w)?,
                     }
                 }
