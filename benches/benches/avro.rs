@@ -106,7 +106,7 @@ fn inflate(c: &mut Criterion) {
     let blocks = stored_blocks(&file);
     let (limits, at) = (
         grist_tensor::Limits::default(),
-        Location::block("prod19".into(), 0),
+        Location::block("prod19", 0),
     );
     let inflated: usize = blocks
         .iter()

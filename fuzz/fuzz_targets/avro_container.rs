@@ -111,7 +111,7 @@ fn sans_io(data: &[u8]) -> Read {
                 assert_eq!(value.offset, offset);
                 assert!(value.data.end + grist_avro_tensor::SYNC_LEN == len);
                 prefixes_are_incomplete(len, |k| probe.clone().decode(&rest[..k]));
-                let at = Location::block("fuzz".into(), value.index);
+                let at = Location::block("fuzz", value.index);
                 match header
                     .codec
                     .decompress(&rest[value.data.clone()], 0, &limits, &at)
@@ -124,7 +124,7 @@ fn sans_io(data: &[u8]) -> Read {
                         data: out,
                     }),
                     Err(e) => {
-                        assert_eq!(e.location().map(|l| l.block), Some(value.index));
+                        assert_eq!(e.location().and_then(|l| l.block), Some(value.index));
                         read.error = Some(e.to_string());
                         break;
                     }
@@ -140,7 +140,7 @@ fn sans_io(data: &[u8]) -> Read {
                 assert!(needed > rest.len() as u64);
                 if let Err(e) = decoder.finish(rest) {
                     assert_eq!(
-                        e.location().map(|l| l.block),
+                        e.location().and_then(|l| l.block),
                         Some(read.blocks.len() as u64)
                     );
                     read.error = Some(e.to_string());
@@ -153,7 +153,7 @@ fn sans_io(data: &[u8]) -> Read {
                 // An error does not advance the decoder.
                 assert_eq!(decoder.block_index(), read.blocks.len() as u64);
                 assert_eq!(
-                    e.location().map(|l| l.block),
+                    e.location().and_then(|l| l.block),
                     Some(read.blocks.len() as u64)
                 );
                 read.error = Some(e.to_string());

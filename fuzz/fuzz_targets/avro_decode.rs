@@ -148,7 +148,7 @@ fuzz_target!(|input: &[u8]| {
     let whole = decode(&mut decoder, &file, data, count, None);
     if let Err(e) = &whole {
         let at = e.location().expect("decode errors have a location");
-        assert_eq!((&*at.file, at.block), ("fuzz", 3), "{e}");
+        assert_eq!((&*at.file, at.block), ("fuzz", Some(3)), "{e}");
         if let Some(r) = at.record {
             assert!(r >= 1000 && r - 1000 < count as u64, "{e}");
         }

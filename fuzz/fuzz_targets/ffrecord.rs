@@ -39,7 +39,7 @@ fn kind(e: Error) -> &'static str {
         e.file().is_some() || matches!(e, Error::IndexOutOfRange { .. }),
         "{e}"
     );
-    e.kind().name()
+    e.class().name()
 }
 
 fn run(opened: Result<FfrReader, Error>, selector: &[u8]) -> Result<Outcome, &'static str> {
@@ -136,7 +136,7 @@ fuzz_target!(|data: &[u8]| {
         }
         match (d.finish(true, 0), &whole) {
             (Ok(a), Ok(b)) => assert_eq!(&a, b),
-            (Err(a), Err(b)) => assert_eq!(a.kind(), b.kind()),
+            (Err(a), Err(b)) => assert_eq!(a.class(), b.class()),
             (a, b) => panic!("pieces {a:?} vs whole {b:?}"),
         }
     } else {

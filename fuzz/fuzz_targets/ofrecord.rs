@@ -187,8 +187,8 @@ fuzz_target!(|input: &[u8]| {
         };
         assert_eq!(chunked, records);
         assert_eq!(
-            chunk_error.map(|e| e.kind()),
-            error.as_ref().map(|e| e.kind())
+            chunk_error.map(|e| e.manifest_kind()),
+            error.as_ref().map(|e| e.manifest_kind())
         );
         let _ = std::fs::remove_file(&path);
     }
@@ -201,7 +201,7 @@ fuzz_target!(|input: &[u8]| {
     let file: Arc<str> = "fuzz".into();
     let mut out = decoder.new_batch(records.len());
     for (i, payload) in records.iter().enumerate() {
-        let at = Location::new(file.clone(), i as u64);
+        let at = Location::record(file.clone(), i as u64);
         let parsed = Record::parse_at(payload, &at);
         match &parsed {
             Ok(record) => {
@@ -224,7 +224,7 @@ fuzz_target!(|input: &[u8]| {
             }
             Err(e) => {
                 assert_eq!(e.location(), Some(&at));
-                assert_eq!(e.kind() == "protobuf", parsed.is_err(), "{e}");
+                assert_eq!(e.manifest_kind() == "protobuf", parsed.is_err(), "{e}");
                 assert_eq!(out.rows(), rows);
             }
         }

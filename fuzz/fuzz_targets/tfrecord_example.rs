@@ -56,9 +56,7 @@ fn record_error(e: &Error) -> Option<String> {
             problem: FeatureProblem::BadPartition { .. },
             ..
         } => None,
-        Error::Feature {
-            feature, problem, ..
-        } => Some(format!("{feature:?}: {problem:?}")),
+        Error::Feature { at, problem } => Some(format!("{:?}: {problem:?}", at.feature)),
         Error::Malformed {
             message,
             reason,
@@ -80,7 +78,7 @@ fn check_error(alone: &[Option<String>], inputs: &[u64], batch: &Result<Batch, E
         .find_map(|(e, &at)| Some((e.clone()?, at)));
     let got = batch.as_ref().err().and_then(|e| {
         let key = record_error(e)?;
-        Some((key, e.location().map_or(u64::MAX, |l| l.record)))
+        Some((key, e.location().and_then(|l| l.record).unwrap_or(u64::MAX)))
     });
     assert_eq!(want, got, "{what}: {batch:?}");
 }
@@ -141,7 +139,7 @@ fuzz_target!(|data: &[u8]| {
 
     // The generic JSON forms: any result, no panic.
     for (i, r) in inputs.iter().enumerate() {
-        let at = Location::new(file.clone(), i as u64);
+        let at = Location::record(file.clone(), i as u64);
         let _ = example_to_json(r, &at);
         let _ = sequence_example_to_json(r, &at);
     }
@@ -173,7 +171,7 @@ fuzz_target!(|data: &[u8]| {
     let mut joined = decoder.new_batch(1);
     for (i, r) in mixed_inputs.iter().enumerate() {
         let mut part = decoder.new_batch(1);
-        let at = Location::new(file.clone(), i as u64);
+        let at = Location::record(file.clone(), i as u64);
         if decoder.decode(r, &at, &mut part).is_err() {
             assert_eq!(part.rows(), 0, "a failed record leaves no row");
         }
@@ -183,7 +181,7 @@ fuzz_target!(|data: &[u8]| {
     let joined = decoder.finish(&mut builder, &file, 0);
     // Finishing, even when it fails, leaves the builder ready for the
     // next batch.
-    let at = Location::new(file.clone(), 0);
+    let at = Location::record(file.clone(), 0);
     decoder
         .decode(v1, &at, &mut builder)
         .expect("a valid record decodes");

@@ -499,7 +499,7 @@ pub fn valid_file(format: Kind, records: i64, gzip: bool) -> Vec<u8> {
             let mut decoder = grist_tfrecord::ExampleDecoder::new(&specs).expect("the specs");
             let mut out = decoder.new_batch(examples.len());
             for (i, e) in examples.iter().enumerate() {
-                let at = grist_tfrecord::Location::new("seed".into(), i as u64);
+                let at = grist_tfrecord::Location::record("seed", i as u64);
                 decoder.decode(e, &at, &mut out).expect("a record");
             }
             let batch = out.finish().expect("a batch");

@@ -25,7 +25,8 @@ use std::sync::Arc;
 
 use grist_tensor::Limits;
 
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Result};
+use grist_tensor::Location;
 
 /// The codec of an object container file (`avro.codec` in its header).
 ///
@@ -181,13 +182,13 @@ impl Codec {
         self.check_enabled(&at.file)?;
         let cap = output_cap(limits);
         let too_large = |size: u64| Error::TooLarge {
-            at: at.clone(),
+            at: at.clone().into(),
             what: "decompressed block",
             size,
             max: limits.max_alloc_bytes(),
         };
         let corrupt = |reason: String| Error::Decompress {
-            at: at.clone(),
+            at: at.clone().into(),
             codec: self.name(),
             reason,
         };
@@ -196,7 +197,7 @@ impl Codec {
         let capped = |e: Capped, window: u64| match e {
             Capped::TooLarge => too_large(cap as u64 + 1),
             Capped::Window => Error::TooLarge {
-                at: at.clone(),
+                at: at.clone().into(),
                 what: "decoder window (over the bound)",
                 size: window.saturating_add(1),
                 max: window,
@@ -343,12 +344,12 @@ impl Codec {
     fn pooled_error(&self, e: Capped, limits: &Limits, at: &Location) -> Error {
         match e {
             Capped::Corrupt(reason) => Error::Decompress {
-                at: at.clone(),
+                at: at.clone().into(),
                 codec: self.name(),
                 reason,
             },
             _ => Error::TooLarge {
-                at: at.clone(),
+                at: at.clone().into(),
                 what: "decompressed block",
                 size: output_cap(limits) as u64 + 1,
                 max: limits.max_alloc_bytes(),
@@ -736,7 +737,7 @@ mod tests {
         let data: Vec<u8> = (0..50_000u32)
             .flat_map(|i| (i % 251).to_le_bytes())
             .collect();
-        let at = Location::block("mem".into(), 0);
+        let at = Location::block("mem", 0);
         for codec in Codec::ALL.into_iter().filter(Codec::is_enabled) {
             let mut stored = Vec::new();
             codec.compress(&data, &mut stored).unwrap();
@@ -772,7 +773,7 @@ mod tests {
         // far too small: grown and retried), then the other way round (far
         // too big), in pooled buffers reused across them; each block
         // inflates whole, and over the limit is still an error.
-        let at = Location::block("mem".into(), 0);
+        let at = Location::block("mem", 0);
         let mut rng = grist_tensor::synth::SplitMix64::new(1);
         let noise: Vec<u8> = (0..70_000).map(|_| rng.next_u64() as u8).collect();
         let zeros = vec![0u8; 3_000_000];

@@ -29,7 +29,8 @@ use bytes::{Bytes, BytesMut};
 use grist_tensor::Limits;
 
 use crate::codec::Codec;
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Result};
+use grist_tensor::Location;
 
 /// The four bytes every object container file starts with.
 pub const MAGIC: [u8; 4] = *b"Obj\x01";
@@ -160,7 +161,7 @@ impl HeaderCursor<'_> {
     fn need(&self, needed: u64) -> Result<Step<()>> {
         if needed > self.max {
             return Err(Error::TooLarge {
-                at: Location::block(self.file.clone(), 0),
+                at: Location::block(self.file.clone(), 0).into(),
                 what: "file header (before block 0)",
                 size: needed,
                 max: self.max_alloc,
@@ -503,7 +504,7 @@ impl BlockDecoder {
 
     fn bad(&self, reason: String) -> Error {
         Error::BadBlock {
-            at: self.location(),
+            at: self.location().into(),
             reason,
         }
     }
@@ -538,7 +539,7 @@ impl BlockDecoder {
         let size = size as u64;
         if size > self.max_data {
             return Err(Error::TooLarge {
-                at: self.location(),
+                at: self.location().into(),
                 what: "block",
                 size,
                 max: self.max_alloc,
@@ -555,7 +556,7 @@ impl BlockDecoder {
         };
         if sync != self.sync {
             return Err(Error::SyncMismatch {
-                at: self.location(),
+                at: self.location().into(),
             });
         }
         let block = RawBlock {
@@ -587,7 +588,7 @@ impl BlockDecoder {
             Decoded::Incomplete { .. } => truncation_reason(rest),
         };
         Err(Error::TruncatedBlock {
-            at: self.location(),
+            at: self.location().into(),
             reason,
         })
     }
@@ -1116,7 +1117,7 @@ mod tests {
         block[5] ^= 1;
         assert!(matches!(
             d.decode(&block),
-            Err(Error::SyncMismatch { at }) if at.block == 1
+            Err(Error::SyncMismatch { at }) if at.block.unwrap() == 1
         ));
         assert!(matches!(
             d.finish(&block[..3]),

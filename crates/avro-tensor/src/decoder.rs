@@ -12,9 +12,10 @@ use grist_tensor::{
 };
 
 use crate::datum::{DatumError, Reader};
-use crate::error::{Error, FeatureProblem, Location, Result};
+use crate::error::{Error, Result};
 use crate::plan::{FieldPlan, Leaf, Plan, SparsePart, Step, check_specs};
 use crate::schema::{Node, Schema};
+use grist_tensor::{FeatureProblem, Location};
 
 /// Why decoding a record failed, before the location is attached.
 #[derive(Debug)]
@@ -256,7 +257,7 @@ impl AvroDecoder {
         let min = plan.schema.min_size[plan.schema.root].max(1);
         if record_count > data.len() / min {
             return Err(Error::BadBlock {
-                at: at(),
+                at: at().into(),
                 reason: format!(
                     "the block claims {record_count} records in {} bytes \
                      (records of this schema take at least {min})",
@@ -289,12 +290,14 @@ impl AvroDecoder {
             if let Err(e) = res {
                 return Err(match e {
                     Fail::Datum(d) => Error::Datum {
-                        at: at().with_record(record),
+                        at: at().with_record(record).into(),
                         reason: format!("{} at byte {} of the block", d.reason, d.offset),
                     },
                     Fail::Feature(col, problem) => Error::Feature {
-                        at: at().with_record(record),
-                        feature: self.specs[col].name().to_string(),
+                        at: at()
+                            .with_record(record)
+                            .with_feature(self.specs[col].name())
+                            .into(),
                         problem,
                     },
                 });
@@ -302,7 +305,7 @@ impl AvroDecoder {
         }
         if end == record_count && !r.at_end() {
             return Err(Error::Datum {
-                at: at(),
+                at: at().into(),
                 reason: format!(
                     "{} bytes left after the block's {record_count} records",
                     r.remaining()
@@ -571,8 +574,8 @@ fn dense(
     if n != dims[level] {
         return Err(Fail::Feature(
             0,
-            FeatureProblem::WrongLength {
-                dim: level,
+            FeatureProblem::WrongCount {
+                dim: Some(level),
                 expected: dims[level],
                 actual: n,
             },
@@ -618,8 +621,8 @@ fn varlen(
         Some(d) if d != n => {
             return Err(Fail::Feature(
                 0,
-                FeatureProblem::WrongLength {
-                    dim: level,
+                FeatureProblem::WrongCount {
+                    dim: Some(level),
                     expected: d,
                     actual: n,
                 },
@@ -823,7 +826,7 @@ fn index_count_mismatch(index: usize, indices: usize, values: usize) -> Fail {
     Fail::Feature(
         0,
         FeatureProblem::IndexCountMismatch {
-            index,
+            dim: Some(index),
             indices,
             values,
         },
@@ -832,7 +835,14 @@ fn index_count_mismatch(index: usize, indices: usize, values: usize) -> Fail {
 
 #[cold]
 fn index_out_of_range(index: usize, value: i64, size: i64) -> Fail {
-    Fail::Feature(0, FeatureProblem::IndexOutOfRange { index, value, size })
+    Fail::Feature(
+        0,
+        FeatureProblem::IndexOutOfRange {
+            dim: Some(index),
+            index: value,
+            size,
+        },
+    )
 }
 
 #[cfg(test)]

@@ -16,10 +16,11 @@ use grist_tensor::{
 use crate::codec::Codec;
 use crate::container::{Header, MAGIC, ReaderOptions};
 use crate::decoder::AvroDecoder;
-use crate::error::{Error, Location};
+use crate::error::Error;
 use crate::generic::{DatumSchema, datum_to_json};
 use crate::report;
 use crate::source::AvroStream;
+use grist_tensor::Location;
 
 /// Avro object container files, as a [`Format`].
 ///

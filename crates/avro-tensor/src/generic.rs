@@ -32,8 +32,9 @@ use serde_json::{Map, Value};
 
 use crate::container::{Block, BlockReader, Header, ReaderOptions};
 use crate::datum::{DatumError, DatumResult, MAX_DEPTH, Reader};
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Result};
 use crate::schema::{Node, Schema};
+use grist_tensor::Location;
 
 /// A writer schema compiled for reading datums generically.
 ///
@@ -50,7 +51,7 @@ use crate::schema::{Node, Schema};
 /// )?;
 /// // id 3, then branch 1 of the union: the string "ab".
 /// let datum = [0x06, 0x02, 0x04, b'a', b'b'];
-/// let at = Location::block("mem".into(), 0).with_record(0);
+/// let at = Location::block("mem", 0).with_record(0);
 /// let json = datum_to_json(&schema, &datum, &at)?;
 /// assert_eq!(json, serde_json::json!({"id": 3, "tag": "ab"}));
 /// # Ok::<(), grist_avro_tensor::Error>(())
@@ -176,7 +177,7 @@ impl DatumSchema {
         let min = self.min_datum_size().max(1) as u64;
         if block.record_count > data.len() as u64 / min {
             return Err(Error::BadBlock {
-                at: Location::block(file.clone(), block.index),
+                at: Location::block(file.clone(), block.index).into(),
                 reason: format!(
                     "{} records claimed in {} bytes of data",
                     block.record_count,
@@ -192,14 +193,15 @@ impl DatumSchema {
             walk.value::<false>(self.schema.root, 0)
                 .map_err(|e| Error::Datum {
                     at: Location::block(file.clone(), block.index)
-                        .with_record(block.first_record + i),
+                        .with_record(block.first_record + i)
+                        .into(),
                     reason: format!("{} at byte {} of the block", e.reason, e.offset),
                 })?;
             ranges.push(start..walk.r.pos);
         }
         if !walk.r.at_end() {
             return Err(Error::Datum {
-                at: Location::block(file.clone(), block.index),
+                at: Location::block(file.clone(), block.index).into(),
                 reason: format!(
                     "{} bytes left after the block's {} records",
                     walk.r.remaining(),
@@ -214,14 +216,14 @@ impl DatumSchema {
     /// record in errors ([`Error::Datum`]).
     pub fn decode<'a>(&'a self, datum: &'a [u8], at: &Location) -> Result<AvroValue<'a>> {
         let fail = |e: DatumError| Error::Datum {
-            at: at.clone(),
+            at: at.clone().into(),
             reason: format!("{} at byte {} of the datum", e.reason, e.offset),
         };
         let mut walk = Walk::new(&self.schema, datum);
         let value = walk.value::<true>(self.schema.root, 0).map_err(fail)?;
         if !walk.r.at_end() {
             return Err(Error::Datum {
-                at: at.clone(),
+                at: at.clone().into(),
                 reason: format!("{} bytes left after the datum", walk.r.remaining()),
             });
         }

@@ -55,7 +55,6 @@
 
 mod error;
 mod format;
-mod interim;
 
 // -- container: header, blocks, codecs, chunk source, writer --
 mod codec;
@@ -84,8 +83,9 @@ pub use container::{
 };
 pub use decoder::AvroDecoder;
 pub use encode::{encode_batch, schema_for_specs};
-pub use error::{Error, FeatureProblem, Location, Result};
+pub use error::{Error, Result};
 pub use format::AvroFormat;
 pub use generic::{AvroValue, Datum, DatumReader, DatumSchema, datum_to_json};
+pub use grist_tensor::{FeatureProblem, FormatError, Location};
 pub use source::{AvroSource, AvroStream};
 pub use writer::{ContainerWriter, WriteSummary, WriterOptions};

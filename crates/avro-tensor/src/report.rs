@@ -220,8 +220,9 @@ mod tests {
         assert_eq!(v.records, 3);
         assert!(v.details.ends_with("codec deflate"), "{}", v.details);
         // Cut inside the last block: its block is named, with its offset.
-        let data = std::fs::read(input.path()).unwrap();
-        std::fs::write(input.path(), &data[..data.len() - 3]).unwrap();
+        let path = input.path().unwrap();
+        let data = std::fs::read(path).unwrap();
+        std::fs::write(path, &data[..data.len() - 3]).unwrap();
         assert!(f.count(&input, &ReadOptions::new()).is_err());
         let failure = f.verify(&input).unwrap_err();
         let at = failure.position.unwrap();

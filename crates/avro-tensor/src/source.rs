@@ -126,7 +126,7 @@ impl AvroStream {
 
     /// The next block, still compressed, and where the one after it
     /// starts; `None` at the end of the file.
-    pub fn next(&mut self) -> Result<Option<(Chunk, ChunkPos)>> {
+    pub fn read_chunk(&mut self) -> Result<Option<(Chunk, ChunkPos)>> {
         loop {
             let offset = self.blocks.offset();
             match self.blocks.decode(self.window.data())? {
@@ -192,7 +192,7 @@ impl AvroStream {
 
 impl ChunkStream for AvroStream {
     fn next_chunk(&mut self) -> Result<Option<(Chunk, ChunkPos)>, BoxError> {
-        Ok(self.next()?)
+        Ok(self.read_chunk()?)
     }
 }
 

@@ -188,8 +188,9 @@ fn every_atds_parse_matches_tensorflow_io() {
                     );
                     // The message names the feature, as ATDS's does.
                     let msg = err["message"].as_str().unwrap();
-                    if let Error::Feature { feature, .. } = e {
-                        assert!(msg.contains(feature.as_str()), "{id}: {e} vs {msg}");
+                    if let Error::Feature { at, .. } = e {
+                        let feature = at.feature.as_deref().expect("a feature");
+                        assert!(msg.contains(feature), "{id}: {e} vs {msg}");
                     }
                 }
                 (other, _) => panic!("{id}: unknown outcome {other}"),
@@ -245,7 +246,12 @@ fn lying_block_counts_fail_at_the_block_the_manifest_names() {
         }
         let e = error.unwrap_or_else(|| panic!("{}: decoding did not fail", case.name));
         assert!(matches!(e, Error::Datum { .. }), "{}: {e}", case.name);
-        assert_eq!(e.location().unwrap().block, failing, "{}: {e}", case.name);
+        assert_eq!(
+            e.location().unwrap().block.unwrap(),
+            failing,
+            "{}: {e}",
+            case.name
+        );
         assert_eq!(
             records_before,
             case.expected["error"]["records_in_intact_blocks_before"]
@@ -277,7 +283,7 @@ fn zero_size_records_cannot_claim_more_records_than_bytes() {
             .decode_block(&file, 3, 0, &[], 1 << 40, 0..16, &mut out)
             .unwrap_err();
         assert!(matches!(err, Error::BadBlock { .. }), "{err}");
-        assert_eq!(err.location().map(|l| l.block), Some(3), "{err}");
+        assert_eq!(err.location().and_then(|l| l.block), Some(3), "{err}");
         // No records in no bytes are fine; three zero-size records in
         // three bytes leave the bytes unread: the count lied.
         let mut out = d.new_batch(3);

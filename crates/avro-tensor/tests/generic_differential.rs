@@ -555,7 +555,7 @@ fn run_case(seed: u64) -> Result<(), String> {
         .map(|_| random_value(&mut rng, &top, 0))
         .collect();
 
-    let at = Location::block("case.avro".into(), 0).with_record(0);
+    let at = Location::block("case.avro", 0).with_record(0);
     let mut data = Vec::new();
     let mut datums = Vec::new();
     for (i, v) in values.iter().enumerate() {

@@ -57,7 +57,7 @@ fn huge_block_size_with_few_bytes_is_truncated() {
         file.extend_from_slice(b"only a few bytes");
         match read_all(&file, Limits::unlimited()) {
             Err(Error::TruncatedBlock { at, reason }) => {
-                assert_eq!(at.block, 0);
+                assert_eq!(at.block.unwrap(), 0);
                 assert_eq!(reason, "the file ends inside the block data");
             }
             other => panic!("{size}: expected TruncatedBlock, got {other:?}"),
@@ -97,7 +97,7 @@ fn bad_block_varints() {
         file.extend_from_slice(&block);
         file.extend_from_slice(&SYNC);
         match read_all(&file, Limits::unlimited()) {
-            Err(Error::BadBlock { at, .. }) => assert_eq!(at.block, 0, "{what}"),
+            Err(Error::BadBlock { at, .. }) => assert_eq!(at.block.unwrap(), 0, "{what}"),
             other => panic!("{what}: expected BadBlock, got {other:?}"),
         }
     }
@@ -106,7 +106,7 @@ fn bad_block_varints() {
     file.extend([long(1), long(1), vec![0], SYNC.to_vec(), long(-3)].concat());
     assert!(matches!(
         read_all(&file, Limits::unlimited()),
-        Err(Error::BadBlock { at, .. }) if at.block == 1
+        Err(Error::BadBlock { at, .. }) if at.block.unwrap() == 1
     ));
 }
 
@@ -267,7 +267,7 @@ fn decompression_bombs_hit_the_limit() {
                 } else {
                     "decompressed block"
                 };
-                assert_eq!((at.block, what), (0, expected), "{codec}");
+                assert_eq!((at.block.unwrap(), what), (0, expected), "{codec}");
             }
             other => panic!("{codec}: expected TooLarge, got {other:?}"),
         }
@@ -289,7 +289,7 @@ fn xz_bomb_with_a_small_dictionary_hits_the_output_limit() {
     let limits = Limits::default().with_max_alloc_bytes(1 << 20);
     assert!(matches!(
         Codec::Xz.decompress(&stored, 0, &limits, &at),
-        Err(Error::TooLarge { at, what: "decompressed block", .. }) if at.block == 2
+        Err(Error::TooLarge { at, what: "decompressed block", .. }) if at.block.unwrap() == 2
     ));
     let back = Codec::Xz
         .decompress(&stored, 0, &Limits::default(), &at)
@@ -316,7 +316,7 @@ fn zstd_bomb_without_a_content_size() {
     let limits = Limits::default().with_max_alloc_bytes(1 << 20);
     assert!(matches!(
         Codec::Zstandard.decompress(&stored, 0, &limits, &at),
-        Err(Error::TooLarge { at, .. }) if at.block == 3
+        Err(Error::TooLarge { at, .. }) if at.block.unwrap() == 3
     ));
     assert_eq!(
         Codec::Zstandard
@@ -380,7 +380,7 @@ fn corrupt_and_cut_streams_of_every_codec() {
             Err(Error::Decompress {
                 at, codec: name, ..
             }) => {
-                assert_eq!((at.block, name), (5, codec.name()));
+                assert_eq!((at.block.unwrap(), name), (5, codec.name()));
             }
             other => panic!(
                 "{codec}: expected Decompress, got {:?}",

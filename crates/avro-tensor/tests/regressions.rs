@@ -290,7 +290,7 @@ fn a_corrupt_zstandard_block_fails_alike_with_and_without_a_size_hint() {
         .with_position(0, len as u64);
     let (mut at, mut alone) = (len, None);
     while let Ok(Decoded::Complete { value, len }) = blocks.decode(&bytes[at..]) {
-        let where_ = Location::block("fuzz".into(), value.index);
+        let where_ = Location::block("fuzz", value.index);
         let data = &bytes[at + value.data.start..at + value.data.end];
         if let Err(e) = Codec::Zstandard.decompress(data, 0, &limits, &where_) {
             alone = Some(e.to_string());

@@ -4,6 +4,7 @@
 mod container;
 mod decode;
 mod differential;
+mod errors;
 mod generic;
 mod generic_differential;
 mod hostile;

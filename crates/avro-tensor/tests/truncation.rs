@@ -82,7 +82,7 @@ fn every_prefix_of_every_good_file() {
                     Ok(None) => assert!(at_boundary, "{what}: clean end inside a block"),
                     Err(Error::TruncatedBlock { at, .. }) => {
                         assert!(!at_boundary, "{what}: truncated at a boundary");
-                        assert_eq!(at.block, whole as u64, "{what}");
+                        assert_eq!(at.block.unwrap(), whole as u64, "{what}");
                     }
                     Ok(Some(b)) => panic!("{what}: block {} from a cut block", b.index),
                     Err(e) => panic!("{what}: {e}"),

@@ -618,3 +618,28 @@ fn gen_ffrecord_and_ofrecord() {
         assert_eq!(doc["records"], 300, "{}", path.display());
     }
 }
+
+#[test]
+fn a_missing_file_is_said_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.tfrecord");
+    let run = grist(["count".as_ref(), missing.as_os_str()]);
+    run.assert_failed("count of a missing file");
+    // One line, the path and what is wrong once each.
+    let path = missing.display().to_string();
+    assert_eq!(
+        run.stderr.trim(),
+        format!("grist: error: {path}: not found")
+    );
+    // A file that cannot be read: the OS error once.
+    let locked = dir.path().join("locked.tfrecord");
+    std::fs::create_dir(&locked).unwrap();
+    let run = grist(["count".as_ref(), locked.as_os_str()]);
+    run.assert_failed("count of a folder named like a file");
+    assert_eq!(
+        run.stderr.matches("locked.tfrecord").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+}

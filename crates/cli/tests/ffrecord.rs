@@ -54,7 +54,8 @@ fn check_error(case: &DatasetCase, run: &Run, lines: usize, what: &str) {
     if at == "read" {
         let sample = error["sample"].as_u64().unwrap() as usize;
         let local = samples(case)[sample]["local_index"].as_u64().unwrap();
-        let needle = format!("sample {local}");
+        // The shared Location calls a sample within its file a record.
+        let needle = format!("record {local}");
         assert!(run.stderr.contains(&needle), "{what}: {}", run.stderr);
     }
 }

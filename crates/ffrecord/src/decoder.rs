@@ -8,9 +8,10 @@ use grist_tensor::{
     Batch, BatchBuilder, ColumnBuilder, DType, DenseBuilder, FeatureSpec, Section, TensorError,
     Values,
 };
-use grist_tfrecord::{ExampleDecoder, Location};
+use grist_tensor::{FeatureProblem, Location};
+use grist_tfrecord::ExampleDecoder;
 
-use crate::error::{Error, RawProblem, Result};
+use crate::error::{Error, Result};
 use crate::reader::Sample;
 
 /// Decodes sample payloads into batch rows: serialized
@@ -114,16 +115,19 @@ impl PayloadDecoder {
         index: Option<u64>,
         out: &mut BatchBuilder,
     ) -> Result<()> {
+        let at = || {
+            let at = Location::record(file.clone(), sample);
+            match index {
+                Some(i) => at.with_index(i),
+                None => at,
+            }
+        };
         match self {
             PayloadDecoder::Example(d) => d
-                .decode(payload, &Location::new(file.clone(), sample), out)
+                .decode(payload, &at(), out)
                 .map_err(|e| example_error(e, index)),
             PayloadDecoder::OfRecord(d) => d
-                .decode(
-                    payload,
-                    &grist_ofrecord::Location::new(file.clone(), sample),
-                    out,
-                )
+                .decode(payload, &at(), out)
                 .map_err(|e| ofrecord_error(e, index)),
             PayloadDecoder::Raw(d) => d.decode(payload, file, sample, index, out),
         }
@@ -158,10 +162,15 @@ impl PayloadDecoder {
             PayloadDecoder::Raw(d) => d.new_batch(samples.len()),
         };
         for s in samples {
-            self.decode(&s.data, &s.at.file, s.at.sample, Some(s.at.index), &mut out)?;
+            let sample = s.at.record.unwrap_or_default();
+            self.decode(&s.data, &s.at.file, sample, s.at.index, &mut out)?;
         }
         let (file, sample, index) = match samples.first() {
-            Some(s) => (s.at.file.clone(), s.at.sample, Some(s.at.index)),
+            Some(s) => (
+                s.at.file.clone(),
+                s.at.record.unwrap_or_default(),
+                s.at.index,
+            ),
             None => (Arc::from(""), 0, None),
         };
         self.finish(&mut out, &file, sample, index)
@@ -186,16 +195,26 @@ fn spec_error(e: grist_tfrecord::Error) -> Error {
     }
 }
 
+/// The error of an OFRecord payload, its location given the sample's
+/// number in the dataset when known.
 fn ofrecord_error(e: grist_ofrecord::Error, index: Option<u64>) -> Error {
+    let e = match index {
+        Some(i) => e.with_index(i),
+        None => e,
+    };
     Error::OfRecord {
-        index,
         source: Box::new(e),
     }
 }
 
+/// The error of a tf.Example payload, its location given the sample's
+/// number in the dataset when known.
 fn example_error(e: grist_tfrecord::Error, index: Option<u64>) -> Error {
+    let e = match index {
+        Some(i) => e.with_index(i),
+        None => e,
+    };
     Error::Example {
-        index,
         source: Box::new(e),
     }
 }
@@ -296,16 +315,19 @@ impl RawDecoder {
         index: Option<u64>,
         out: &mut BatchBuilder,
     ) -> Result<()> {
-        let fail = |problem| Error::RawPayload {
-            file: file.clone(),
-            sample,
-            index,
-            feature: self.name.clone(),
-            problem,
+        let fail = |problem| {
+            let at = Location::record(file.clone(), sample).with_feature(self.name.as_str());
+            Error::Feature {
+                at: match index {
+                    Some(i) => at.with_index(i).into(),
+                    None => at.into(),
+                },
+                problem,
+            }
         };
         if let Some(expected) = self.len {
             if payload.len() as u64 != expected {
-                return Err(fail(RawProblem::WrongLength {
+                return Err(fail(FeatureProblem::WrongByteLength {
                     expected,
                     actual: payload.len() as u64,
                 }));
@@ -324,7 +346,7 @@ impl RawDecoder {
         match &mut d.values {
             Values::Bool(v) => {
                 if let Some(k) = payload.iter().position(|&b| b > 1) {
-                    return Err(fail(RawProblem::BadBool {
+                    return Err(fail(FeatureProblem::BadBool {
                         offset: k,
                         value: payload[k],
                     }));

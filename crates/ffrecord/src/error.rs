@@ -3,33 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use grist_tensor::TensorError;
-
-/// Where a sample is: its file, its number within the file and its number
-/// in the dataset (files numbered one after the other).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SampleAt {
-    /// The file name.
-    pub file: Arc<str>,
-    /// The sample's number within its file (0-based).
-    pub sample: u64,
-    /// The sample's number in the dataset (0-based).
-    pub index: u64,
-}
-
-impl fmt::Display for SampleAt {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.sample == self.index {
-            write!(f, "{}: sample {}", self.file, self.sample)
-        } else {
-            write!(
-                f,
-                "{}: sample {} (dataset index {})",
-                self.file, self.sample, self.index
-            )
-        }
-    }
-}
+use grist_tensor::{ErrorKind, FeatureProblem, FormatError, Location, TensorError};
 
 /// What is wrong with a stored sample offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,44 +42,12 @@ impl fmt::Display for OffsetProblem {
     }
 }
 
-/// What is wrong with a raw tensor payload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RawProblem {
-    /// The payload's length is not the spec's shape times the dtype's size.
-    WrongLength {
-        /// The length the spec needs.
-        expected: u64,
-        /// The payload's length.
-        actual: u64,
-    },
-    /// A `bool` element is neither 0 nor 1.
-    BadBool {
-        /// The element's byte offset in the payload.
-        offset: usize,
-        /// The byte found.
-        value: u8,
-    },
-}
-
-impl fmt::Display for RawProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RawProblem::WrongLength { expected, actual } => write!(
-                f,
-                "payload of {actual} bytes, the dtype and shape need {expected}"
-            ),
-            RawProblem::BadBool { offset, value } => {
-                write!(f, "byte {offset} is {value}, not a bool (0 or 1)")
-            }
-        }
-    }
-}
-
-/// The classes of errors, as the corpus manifests name the data errors.
+/// The classes of errors, as the corpus manifests name the data errors
+/// ([`Error::class`]; [`FormatError::kind`] sorts them by who is at
+/// fault instead).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum ErrorKind {
+pub enum ErrorClass {
     /// The file ends inside its header or inside a sample (`truncated`).
     Truncated,
     /// The metadata CRC-32 does not match (`metadata_checksum`).
@@ -126,25 +68,25 @@ pub enum ErrorKind {
     Io,
 }
 
-impl ErrorKind {
+impl ErrorClass {
     /// The name the corpus manifests use (`"truncated"`,
     /// `"metadata_checksum"`, `"invalid_offsets"`, `"sample_checksum"`),
     /// or a descriptive name for the other kinds.
     pub fn name(self) -> &'static str {
         match self {
-            ErrorKind::Truncated => "truncated",
-            ErrorKind::MetadataChecksum => "metadata_checksum",
-            ErrorKind::InvalidOffsets => "invalid_offsets",
-            ErrorKind::SampleChecksum => "sample_checksum",
-            ErrorKind::Payload => "payload",
-            ErrorKind::Argument => "argument",
-            ErrorKind::Limit => "limit",
-            ErrorKind::Io => "io",
+            ErrorClass::Truncated => "truncated",
+            ErrorClass::MetadataChecksum => "metadata_checksum",
+            ErrorClass::InvalidOffsets => "invalid_offsets",
+            ErrorClass::SampleChecksum => "sample_checksum",
+            ErrorClass::Payload => "payload",
+            ErrorClass::Argument => "argument",
+            ErrorClass::Limit => "limit",
+            ErrorClass::Io => "io",
         }
     }
 }
 
-impl fmt::Display for ErrorKind {
+impl fmt::Display for ErrorClass {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
@@ -152,6 +94,14 @@ impl fmt::Display for ErrorKind {
 
 /// Errors of grist-ffrecord, sorted by who is at fault: bad data, bad
 /// arguments, limits, I/O.
+///
+/// A sample's [`Location`] names its file, its number within the file
+/// (`record`) and, when known, its number in the dataset (`index`).
+///
+/// Each variant with a place holds it as a boxed [`Location`], so that the
+/// error (and a `Result` of it) stays under clippy's `result_large_err`
+/// threshold; a cause is returned by `source()` and left out of the
+/// variant's own message, so that printing the chain shows it once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -189,7 +139,7 @@ pub enum Error {
     #[error("{at}: invalid offset {offset}: {problem}")]
     InvalidOffset {
         /// The sample whose offset is wrong.
-        at: SampleAt,
+        at: Box<Location>,
         /// The stored offset.
         offset: i64,
         /// What is wrong.
@@ -201,7 +151,7 @@ pub enum Error {
     #[error("{at}: sample checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
     SampleChecksum {
         /// The sample.
-        at: SampleAt,
+        at: Box<Location>,
         /// The stored checksum.
         stored: u32,
         /// The checksum of the bytes read.
@@ -212,48 +162,37 @@ pub enum Error {
     #[error("{at}: truncated sample: it ends at byte {end}, the file now has {size} bytes")]
     TruncatedSample {
         /// The sample.
-        at: SampleAt,
+        at: Box<Location>,
         /// Where the sample ends.
         end: u64,
         /// The file's size when the read failed.
         size: u64,
     },
     /// A sample's payload is not a valid `tf.train.Example` for the specs
-    /// (the cause names the file, the sample as its record and the
-    /// feature).
-    #[error("{source}{}", example_suffix(*index))]
+    /// (its location names the file, the sample as its record, its
+    /// number in the dataset when known, and the feature).
+    #[error(transparent)]
     Example {
-        /// The sample's number in the dataset, when known (chunks know only
-        /// the number within the file).
-        index: Option<u64>,
         /// The tf.Example decoder's error.
         source: Box<grist_tfrecord::Error>,
     },
     /// A sample's payload is not a valid OFRecord for the decoder's fields
-    /// (the cause names the file, the sample as its record and the
-    /// feature).
-    #[error("{source}{}", example_suffix(*index))]
+    /// (its location names the file, the sample as its record, its number
+    /// in the dataset when known, and the feature).
+    #[error(transparent)]
     OfRecord {
-        /// The sample's number in the dataset, when known (chunks know only
-        /// the number within the file).
-        index: Option<u64>,
         /// The OFRecord decoder's error.
         source: Box<grist_ofrecord::Error>,
     },
-    /// A sample's payload does not fit a raw tensor spec.
-    #[error("{file}: sample {sample}{}: feature {feature:?}: {problem}", index_suffix(*sample, *index))]
-    RawPayload {
-        /// The file.
-        file: Arc<str>,
-        /// The sample's number within its file.
-        sample: u64,
-        /// The sample's number in the dataset, when known (chunks know
-        /// only the number within the file).
-        index: Option<u64>,
-        /// The feature name.
-        feature: String,
+    /// A sample's payload does not fit a raw tensor spec
+    /// ([`FeatureProblem::WrongByteLength`],
+    /// [`FeatureProblem::BadBool`]).
+    #[error("{at}: {problem}")]
+    Feature {
+        /// The sample and the feature.
+        at: Box<Location>,
         /// What is wrong.
-        problem: RawProblem,
+        problem: FeatureProblem,
     },
     /// A sample number at or past the end of the dataset was asked for
     /// (the original reports "index >= number of samples").
@@ -303,7 +242,7 @@ pub enum Error {
     #[error("{at}: sample of {len} bytes exceeds the limit of {max} bytes")]
     SampleTooLarge {
         /// The sample.
-        at: SampleAt,
+        at: Box<Location>,
         /// Its length.
         len: u64,
         /// The limit.
@@ -311,7 +250,7 @@ pub enum Error {
     },
     /// Reading a header or a batch of samples would allocate more than
     /// [`grist_tensor::Limits`] allow.
-    #[error("{file}: {source}")]
+    #[error("{file}")]
     TooLarge {
         /// The file (for a batch spanning files: its first sample's file).
         file: Arc<str>,
@@ -323,7 +262,7 @@ pub enum Error {
     #[error(transparent)]
     Storage(#[from] grist_tensor::StorageError),
     /// An I/O error.
-    #[error("{file}: {source}")]
+    #[error("{file}")]
     Io {
         /// The file.
         file: Arc<str>,
@@ -339,47 +278,36 @@ fn truncated_header(count: Option<i64>, needed: u128, size: u64) -> String {
     }
 }
 
-fn index_suffix(sample: u64, index: Option<u64>) -> String {
-    match index {
-        Some(i) if i != sample => format!(" (dataset index {i})"),
-        _ => String::new(),
-    }
-}
-
-fn example_suffix(index: Option<u64>) -> String {
-    index.map_or_else(String::new, |i| format!(" (dataset index {i})"))
-}
-
 impl Error {
     /// The class of the error; for data errors, the name the corpus
-    /// manifests use ([`ErrorKind::name`]).
-    pub fn kind(&self) -> ErrorKind {
+    /// manifests use ([`ErrorClass::name`]).
+    pub fn class(&self) -> ErrorClass {
         match self {
-            Error::TruncatedHeader { .. } | Error::TruncatedSample { .. } => ErrorKind::Truncated,
-            Error::MetadataChecksum { .. } => ErrorKind::MetadataChecksum,
-            Error::InvalidOffset { .. } => ErrorKind::InvalidOffsets,
-            Error::SampleChecksum { .. } => ErrorKind::SampleChecksum,
+            Error::TruncatedHeader { .. } | Error::TruncatedSample { .. } => ErrorClass::Truncated,
+            Error::MetadataChecksum { .. } => ErrorClass::MetadataChecksum,
+            Error::InvalidOffset { .. } => ErrorClass::InvalidOffsets,
+            Error::SampleChecksum { .. } => ErrorClass::SampleChecksum,
             Error::Example { source, .. } => match **source {
                 grist_tfrecord::Error::BatchTooLarge { .. }
-                | grist_tfrecord::Error::RecordTooLarge { .. } => ErrorKind::Limit,
-                grist_tfrecord::Error::Spec(_) => ErrorKind::Argument,
-                _ => ErrorKind::Payload,
+                | grist_tfrecord::Error::RecordTooLarge { .. } => ErrorClass::Limit,
+                grist_tfrecord::Error::Spec(_) => ErrorClass::Argument,
+                _ => ErrorClass::Payload,
             },
             Error::OfRecord { source, .. } => match **source {
                 grist_ofrecord::Error::BatchTooLarge { .. }
-                | grist_ofrecord::Error::RecordTooLarge { .. } => ErrorKind::Limit,
-                grist_ofrecord::Error::Spec(_) => ErrorKind::Argument,
-                _ => ErrorKind::Payload,
+                | grist_ofrecord::Error::RecordTooLarge { .. } => ErrorClass::Limit,
+                grist_ofrecord::Error::Spec(_) => ErrorClass::Argument,
+                _ => ErrorClass::Payload,
             },
-            Error::RawPayload { .. } => ErrorKind::Payload,
+            Error::Feature { .. } => ErrorClass::Payload,
             Error::IndexOutOfRange { .. }
             | Error::NoFiles { .. }
             | Error::NotAFile { .. }
             | Error::TooManySamples { .. }
             | Error::CountMismatch { .. }
-            | Error::Spec(_) => ErrorKind::Argument,
-            Error::SampleTooLarge { .. } | Error::TooLarge { .. } => ErrorKind::Limit,
-            Error::Io { .. } | Error::Storage(_) => ErrorKind::Io,
+            | Error::Spec(_) => ErrorClass::Argument,
+            Error::SampleTooLarge { .. } | Error::TooLarge { .. } => ErrorClass::Limit,
+            Error::Io { .. } | Error::Storage(_) => ErrorClass::Io,
         }
     }
 
@@ -397,23 +325,67 @@ impl Error {
             Error::InvalidOffset { at, .. }
             | Error::SampleChecksum { at, .. }
             | Error::TruncatedSample { at, .. }
-            | Error::SampleTooLarge { at, .. } => Some(&at.file),
-            Error::RawPayload { file, .. } => Some(file),
-            Error::Example { source, .. } => source.location().map(|l| &l.file),
-            Error::OfRecord { source, .. } => source.location().map(|l| &l.file),
-            Error::Storage(e) => grist_tensor::FormatError::location(e).map(|l| &l.file),
+            | Error::SampleTooLarge { at, .. }
+            | Error::Feature { at, .. } => Some(&at.file),
+            Error::Example { source } => source.location().map(|l| &l.file),
+            Error::OfRecord { source } => source.location().map(|l| &l.file),
+            Error::Storage(e) => FormatError::location(e).map(|l| &l.file),
             Error::IndexOutOfRange { .. } | Error::Spec(_) => None,
         }
     }
 
-    /// The sample an error is about, if it names one.
-    pub fn sample(&self) -> Option<&SampleAt> {
+    /// Where a data error happened: the sample (its file, its number in
+    /// the file as `record`, its number in the dataset as `index` when
+    /// known) and, for payload errors, the feature. The same as
+    /// [`FormatError::location`].
+    pub fn location(&self) -> Option<&Location> {
         match self {
             Error::InvalidOffset { at, .. }
             | Error::SampleChecksum { at, .. }
             | Error::TruncatedSample { at, .. }
-            | Error::SampleTooLarge { at, .. } => Some(at),
-            _ => None,
+            | Error::Feature { at, .. }
+            | Error::SampleTooLarge { at, .. } => Some(at.as_ref()),
+            Error::Example { source } => source.location(),
+            Error::OfRecord { source } => source.location(),
+            Error::Storage(e) => FormatError::location(e),
+            Error::TruncatedHeader { .. }
+            | Error::MetadataChecksum { .. }
+            | Error::IndexOutOfRange { .. }
+            | Error::NoFiles { .. }
+            | Error::NotAFile { .. }
+            | Error::TooManySamples { .. }
+            | Error::CountMismatch { .. }
+            | Error::Spec(_)
+            | Error::TooLarge { .. }
+            | Error::Io { .. } => None,
+        }
+    }
+}
+
+impl FormatError for Error {
+    fn location(&self) -> Option<&Location> {
+        Error::location(self)
+    }
+
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Error::TruncatedHeader { .. }
+            | Error::MetadataChecksum { .. }
+            | Error::InvalidOffset { .. }
+            | Error::SampleChecksum { .. }
+            | Error::TruncatedSample { .. }
+            | Error::Feature { .. } => ErrorKind::Data,
+            Error::Example { source } => FormatError::kind(&**source),
+            Error::OfRecord { source } => FormatError::kind(&**source),
+            Error::IndexOutOfRange { .. }
+            | Error::NoFiles { .. }
+            | Error::NotAFile { .. }
+            | Error::TooManySamples { .. }
+            | Error::CountMismatch { .. } => ErrorKind::Argument,
+            Error::Spec(e) => e.kind(),
+            Error::SampleTooLarge { .. } | Error::TooLarge { .. } => ErrorKind::Limit,
+            Error::Storage(e) => e.kind(),
+            Error::Io { .. } => ErrorKind::Io,
         }
     }
 }

@@ -13,7 +13,7 @@ use grist_tensor::{
 };
 
 use crate::decoder::PayloadDecoder;
-use crate::error::{Error, SampleAt};
+use crate::error::Error;
 use crate::header::{PREFIX_LEN, check_sample, crc32, header_len};
 use crate::reader::{FfrReader, ReaderOptions};
 use crate::report;
@@ -441,10 +441,9 @@ impl grist_tensor::Decoder for PayloadDecoder {
 
     fn verify_record(&self, file: &Arc<str>, record: &Record) -> Result<(), BoxError> {
         if let Some(stored) = record.check {
-            check_sample(&record.payload, stored, || SampleAt {
-                file: file.clone(),
-                sample: record.record,
-                index: record.global,
+            check_sample(&record.payload, stored, || {
+                grist_tensor::Location::record(file.clone(), record.record)
+                    .with_index(record.global)
             })?;
         }
         Ok(())
@@ -493,7 +492,7 @@ impl Records for FfrRecords {
         let (file, sample) = (record.at.file.clone(), record.at.record.unwrap_or_default());
         Ok(match self.payload {
             Payload::Example => {
-                let at = grist_tfrecord::Location::new(file, sample);
+                let at = grist_tfrecord::Location::record(file, sample);
                 if self.sequence {
                     grist_tfrecord::sequence_example_to_json(&record.bytes, &at)?
                 } else {
@@ -501,7 +500,7 @@ impl Records for FfrRecords {
                 }
             }
             Payload::OfRecord => {
-                let at = grist_ofrecord::Location::new(file, sample);
+                let at = grist_ofrecord::Location::record(file, sample);
                 grist_ofrecord::Record::parse_at(&record.bytes, &at)?.to_json()
             }
             Payload::Raw => {

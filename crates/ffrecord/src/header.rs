@@ -18,7 +18,8 @@ use std::sync::Arc;
 
 use grist_tensor::Limits;
 
-use crate::error::{Error, OffsetProblem, Result, SampleAt};
+use crate::error::{Error, OffsetProblem, Result};
+use grist_tensor::Location;
 
 /// The length of the fixed part of the header: the metadata checksum and
 /// the sample count.
@@ -42,13 +43,13 @@ pub fn crc32(data: &[u8]) -> u32 {
 
 /// Checks a sample's bytes against the CRC-32 its header stores:
 /// [`Error::SampleChecksum`] at `at()` when they differ.
-pub fn check_sample(data: &[u8], stored: u32, at: impl FnOnce() -> SampleAt) -> Result<()> {
+pub fn check_sample(data: &[u8], stored: u32, at: impl FnOnce() -> Location) -> Result<()> {
     let computed = crc32(data);
     if computed == stored {
         Ok(())
     } else {
         Err(Error::SampleChecksum {
-            at: at(),
+            at: at().into(),
             stored,
             computed,
         })
@@ -320,11 +321,9 @@ impl HeaderDecoder {
             };
             if let Some(problem) = problem {
                 return Err(Error::InvalidOffset {
-                    at: SampleAt {
-                        file: self.file,
-                        sample: i as u64,
-                        index: first_index + i as u64,
-                    },
+                    at: Location::record(self.file, i as u64)
+                        .with_index(first_index + i as u64)
+                        .into(),
                     offset: raw as i64,
                     problem,
                 });

@@ -65,15 +65,15 @@ mod decoder;
 mod error;
 mod format;
 mod header;
-mod interim;
 mod reader;
 mod report;
 mod source;
 mod writer;
 
 pub use decoder::{PayloadDecoder, RawDecoder};
-pub use error::{Error, ErrorKind, OffsetProblem, RawProblem, Result, SampleAt};
+pub use error::{Error, ErrorClass, OffsetProblem, Result};
 pub use format::{FfrFormat, Payload};
+pub use grist_tensor::{FeatureProblem, FormatError, Location};
 pub use header::{
     FileHeader, HeaderDecoder, PREFIX_LEN, check_sample, crc32, encode_file, encode_header,
     header_len, parse_header,

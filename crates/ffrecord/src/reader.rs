@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use grist_io::{Address, Object, Storage};
-use grist_tensor::{Input, Limits, StorageError, prefetch_ahead};
+use grist_tensor::{Input, Limits, Location, StorageError, prefetch_ahead};
 
-use crate::error::{Error, Result, SampleAt};
+use crate::error::{Error, Result};
 use crate::header::{FileHeader, HeaderDecoder, PREFIX_LEN, check_sample, encode_header};
 use crate::source::FfrSource;
 use grist_io::BufferPool;
@@ -144,8 +144,9 @@ impl FileInfo {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Sample {
-    /// Where the sample is.
-    pub at: SampleAt,
+    /// Where the sample is: its file, its number there (`record`) and in
+    /// the dataset (`index`), both always set.
+    pub at: Location,
     /// Its bytes (a slice of a buffer shared with the other samples of
     /// the same read, or of the file's memory map).
     pub data: Bytes,
@@ -207,7 +208,7 @@ struct Inner {
 /// let samples = reader.read(&[3, 0, 3])?;
 /// assert_eq!(samples[0].data, &b"three"[..]);
 /// assert_eq!(samples[1].data, &b"zero"[..]);
-/// assert_eq!(samples[2].at.index, 3);
+/// assert_eq!(samples[2].at.index, Some(3));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone)]
@@ -361,13 +362,9 @@ impl FfrReader {
     }
 
     /// Where sample `index` is.
-    pub fn locate(&self, index: u64) -> Result<SampleAt> {
+    pub fn locate(&self, index: u64) -> Result<Location> {
         let (f, sample) = self.find(index)?;
-        Ok(SampleAt {
-            file: self.inner.files[f].name.clone(),
-            sample,
-            index,
-        })
+        Ok(self.at(f, sample, index))
     }
 
     /// The length of sample `index`, in bytes.
@@ -471,7 +468,7 @@ impl FfrReader {
     ///     assert_eq!(batch.len(), 2);
     /// }
     /// assert_eq!(batch.get(0), Some(&b"one"[..]));
-    /// assert_eq!(batch.at(1).map(|at| at.index), Some(1));
+    /// assert_eq!(batch.at(1).and_then(|at| at.index), Some(1));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn read_batch(&self, indices: &[u64], batch: &mut SampleBatch) -> Result<()> {
@@ -522,7 +519,7 @@ impl FfrReader {
             let len = range.end - range.start;
             if len > limits.max_record_bytes() {
                 later = Some(Error::SampleTooLarge {
-                    at: self.at(f, local, index),
+                    at: self.at(f, local, index).into(),
                     len,
                     max: limits.max_record_bytes(),
                 });
@@ -565,12 +562,8 @@ impl FfrReader {
         }
     }
 
-    fn at(&self, f: usize, local: u64, index: u64) -> SampleAt {
-        SampleAt {
-            file: self.inner.files[f].name.clone(),
-            sample: local,
-            index,
-        }
+    fn at(&self, f: usize, local: u64, index: u64) -> Location {
+        Location::record(self.inner.files[f].name.clone(), local).with_index(index)
     }
 
     /// Fetches the bytes of each wanted sample of `batch`: where it lands
@@ -712,7 +705,7 @@ impl FfrReader {
                 let w = &wants[i];
                 if let Some(size) = now.filter(|&size| w.end > size) {
                     return Error::TruncatedSample {
-                        at: self.at(w.file, w.local, w.index),
+                        at: self.at(w.file, w.local, w.index).into(),
                         end: w.end,
                         size,
                     };
@@ -847,7 +840,7 @@ impl SampleBatch {
     }
 
     /// Where sample `i` is.
-    pub fn at(&self, i: usize) -> Option<SampleAt> {
+    pub fn at(&self, i: usize) -> Option<Location> {
         let w = self.entries.get(i)?;
         Some(self.reader.as_ref()?.at(w.file, w.local, w.index))
     }

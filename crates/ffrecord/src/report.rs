@@ -13,15 +13,21 @@ use crate::reader::{FileInfo, ReaderOptions};
 /// Where `error` happened, as tools print it: the sample and, when
 /// `offsets` (the file's sample offsets) are known, its byte offset.
 fn position(error: &Error, offsets: Option<&[u64]>) -> Option<grist_tensor::Location> {
-    error.sample().map(|at| {
-        let place = grist_tensor::Location::record(at.file.clone(), at.sample).with_index(at.index);
-        let offset = usize::try_from(at.sample)
-            .ok()
-            .and_then(|i| offsets?.get(i).copied());
-        match offset {
-            Some(o) => place.with_offset(o),
-            None => place,
-        }
+    let at = match error {
+        Error::InvalidOffset { at, .. }
+        | Error::SampleChecksum { at, .. }
+        | Error::TruncatedSample { at, .. }
+        | Error::SampleTooLarge { at, .. } => at,
+        _ => return None,
+    };
+    let place = (**at).clone();
+    let offset = at
+        .record
+        .and_then(|r| usize::try_from(r).ok())
+        .and_then(|i| offsets?.get(i).copied());
+    Some(match offset {
+        Some(o) => place.with_offset(o),
+        None => place,
     })
 }
 
@@ -183,7 +189,7 @@ mod tests {
         // The last sample's first byte.
         let at = data.len() - 5;
         data[at] ^= 1;
-        std::fs::write(input.path(), &data).unwrap();
+        std::fs::write(input.path().unwrap(), &data).unwrap();
         let failure = f.verify(&input).unwrap_err();
         let place = failure.position.unwrap();
         assert_eq!((place.record, place.offset), (Some(2), Some(at as u64)));
@@ -198,7 +204,7 @@ mod tests {
         let (input, mut data) = file(dir.path(), "a.ffr", &[b"one", b"two"]);
         // A byte of the metadata (a sample checksum) after its CRC-32.
         data[12] ^= 1;
-        std::fs::write(input.path(), &data).unwrap();
+        std::fs::write(input.path().unwrap(), &data).unwrap();
         let f = FfrFormat::default();
         assert!(f.count(&input, &ReadOptions::new()).is_err());
         let unchecked = ReadOptions::new().with_check_crc(false);

@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use grist_tensor::{Chunk, Deferred, RecordLayout, RecordSource};
 
-use crate::error::{Error, Result, SampleAt};
+use crate::error::{Error, Result};
 use crate::header::check_sample;
 use crate::reader::FfrReader;
+use grist_tensor::Location;
 
 /// Reads a dataset in sample order as [`Chunk`]s: runs of consecutive
 /// samples of one file, about [`with_chunk_bytes`](Self::with_chunk_bytes)
@@ -104,7 +105,7 @@ impl FfrSource {
         let over_limit = |i: usize| {
             let len = offsets[i + 1] - offsets[i];
             (len > limits.max_record_bytes()).then(|| Error::SampleTooLarge {
-                at: self.at(i as u64),
+                at: self.at(i as u64).into(),
                 len,
                 max: limits.max_record_bytes(),
             })
@@ -168,13 +169,9 @@ impl FfrSource {
         Ok(Some(chunk))
     }
 
-    fn at(&self, sample: u64) -> SampleAt {
+    fn at(&self, sample: u64) -> Location {
         let info = &self.reader.files()[self.file];
-        SampleAt {
-            file: info.name().clone(),
-            sample,
-            index: info.first_index() + sample,
-        }
+        Location::record(info.name().clone(), sample).with_index(info.first_index() + sample)
     }
 
     /// The error for a failed read of samples `first..end` of the current
@@ -188,7 +185,7 @@ impl FfrSource {
                 let sample_end = offsets[i as usize + 1];
                 if sample_end > size {
                     return Error::TruncatedSample {
-                        at: self.at(i),
+                        at: self.at(i).into(),
                         end: sample_end,
                         size,
                     };

@@ -38,7 +38,7 @@ fn open_all(case: &Case, options: ReaderOptions) -> Vec<(&'static str, Result<Ff
 /// Checks an error against the kind, file and (if given) sample the
 /// manifest names.
 fn assert_error(case: &Case, how: &str, e: &Error, kind: &str, sample: Option<u64>) {
-    assert_eq!(e.kind().name(), kind, "{} ({how}): {e}", case.name);
+    assert_eq!(e.class().name(), kind, "{} ({how}): {e}", case.name);
     let expected_file = case.error.as_ref().map(|x| x.file.as_str());
     if let (Some(file), Some(expected)) = (e.file(), expected_file) {
         assert!(
@@ -51,9 +51,9 @@ fn assert_error(case: &Case, how: &str, e: &Error, kind: &str, sample: Option<u6
     }
     if let Some(index) = sample {
         let at = e
-            .sample()
+            .location()
             .unwrap_or_else(|| panic!("{} ({how}): no sample in {e}", case.name));
-        assert_eq!(at.index, index, "{} ({how}): {e}", case.name);
+        assert_eq!(at.index.unwrap(), index, "{} ({how}): {e}", case.name);
         // The message names the file and the sample.
         let msg = e.to_string();
         assert!(msg.contains(&*at.file) && msg.contains("sample"), "{msg}");
@@ -116,7 +116,7 @@ fn with_checks_every_case_opens_and_reads_as_the_manifest_says() {
             for s in &case.samples {
                 let at = reader.locate(s.index).unwrap();
                 assert!(names_file(&at.file, &s.file), "{} ({how}): {at}", case.name);
-                assert_eq!(at.sample, s.local_index);
+                assert_eq!(at.record.unwrap(), s.local_index);
                 match reader.read_one(s.index) {
                     Ok(sample) => {
                         assert_eq!(
@@ -161,7 +161,7 @@ fn with_checks_every_case_opens_and_reads_as_the_manifest_says() {
                     (Ok(samples), None) => {
                         assert_eq!(samples.len(), indices.len());
                         for (sample, &i) in samples.iter().zip(&indices) {
-                            assert_eq!(sample.at.index, i);
+                            assert_eq!(sample.at.index.unwrap(), i);
                             assert_sample(
                                 &case,
                                 how,
@@ -215,12 +215,17 @@ fn without_checks_samples_read_as_the_original_reads_them() {
                     // Only structural damage stops a reader without checks,
                     // and only where the original misread or crashed.
                     assert!(
-                        matches!(e.kind().name(), "truncated" | "invalid_offsets"),
+                        matches!(e.class().name(), "truncated" | "invalid_offsets"),
                         "{} ({how}): {e}",
                         case.name
                     );
                     let expected = case.error.as_ref().expect("a damaged case");
-                    assert_eq!(e.kind().name(), expected.kind, "{} ({how}): {e}", case.name);
+                    assert_eq!(
+                        e.class().name(),
+                        expected.kind,
+                        "{} ({how}): {e}",
+                        case.name
+                    );
                     assert!(
                         !original_exact,
                         "{} ({how}): the original read this file correctly without checks: {e}",

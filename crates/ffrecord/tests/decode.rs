@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use grist_ffrecord::{
-    Error, FfrReader, FfrWriter, PayloadDecoder, RawProblem, ReaderOptions, WriterOptions,
+    Error, FeatureProblem, FfrReader, FfrWriter, PayloadDecoder, ReaderOptions, WriterOptions,
     encode_file,
 };
 use grist_tensor::json::{batch_to_json, compare_json};
@@ -103,7 +103,7 @@ fn tfrecord_corpus_examples_stored_as_samples_parse_as_tensorflow_did() {
                     });
                 if Some(b as u64) == failing {
                     let e = got.expect_err(&id);
-                    assert_eq!(e.kind().name(), "payload", "{id}: {e}");
+                    assert_eq!(e.class().name(), "payload", "{id}: {e}");
                     assert!(got_chunk.is_err(), "{id}");
                     break;
                 }
@@ -173,7 +173,7 @@ fn decode_errors_name_the_file_the_sample_and_the_feature() {
         .decode_samples(&reader.read(&[0, 4, 3]).unwrap())
         .unwrap_err();
     let msg = e.to_string();
-    assert_eq!(e.kind().name(), "payload");
+    assert_eq!(e.class().name(), "payload");
     assert!(
         msg.contains("b.ffr")
             && msg.contains("record 1")
@@ -285,33 +285,28 @@ fn raw_payloads_of_the_wrong_size_or_bad_bools_are_errors() {
     let reader = FfrReader::from_bytes("raw.ffr", file.into(), ReaderOptions::default()).unwrap();
     let mut f32s = PayloadDecoder::raw(&FeatureSpec::dense("x", DType::Float32, [2])).unwrap();
     match f32s.decode_samples(&reader.read(&[0, 1]).unwrap()) {
-        Err(e @ Error::RawPayload { .. }) => {
-            let Error::RawPayload {
-                sample,
-                index,
-                problem,
-                ..
-            } = &e
-            else {
+        Err(e @ Error::Feature { .. }) => {
+            let Error::Feature { at, problem } = &e else {
                 unreachable!()
             };
-            assert_eq!((*sample, *index), (1, Some(1)));
+            assert_eq!((at.record, at.index), (Some(1), Some(1)));
+            assert_eq!(at.feature.as_deref(), Some("x"));
             assert_eq!(
                 *problem,
-                RawProblem::WrongLength {
+                FeatureProblem::WrongByteLength {
                     expected: 8,
                     actual: 7
                 }
             );
-            assert!(e.to_string().contains("raw.ffr: sample 1"), "{e}");
+            assert!(e.to_string().contains("raw.ffr: record 1"), "{e}");
         }
         other => panic!("{other:?}"),
     }
     let mut bools = PayloadDecoder::raw(&FeatureSpec::dense("b", DType::Bool, [2])).unwrap();
     assert!(matches!(
         bools.decode_samples(&reader.read(&[2]).unwrap()),
-        Err(Error::RawPayload {
-            problem: RawProblem::BadBool {
+        Err(Error::Feature {
+            problem: FeatureProblem::BadBool {
                 offset: 1,
                 value: 2
             },
@@ -421,11 +416,12 @@ fn ofrecord_corpus_records_stored_as_samples_decode_as_oneflow_does() {
                 }
                 Err(e) => {
                     assert_eq!(result["ok"], false, "{what}: {e}");
-                    assert_eq!(e.kind().name(), "payload", "{what}: {e}");
-                    let Error::OfRecord { index, source } = &e else {
+                    assert_eq!(e.class().name(), "payload", "{what}: {e}");
+                    let Error::OfRecord { source } = &e else {
                         panic!("{what}: {e}");
                     };
-                    assert_eq!(result["error"], source.kind(), "{what}: {e}");
+                    assert_eq!(result["error"], source.manifest_kind(), "{what}: {e}");
+                    let index = e.location().and_then(|at| at.index);
                     assert_eq!(result["record"], index.unwrap(), "{what}: {e}");
                     assert!(e.to_string().contains(".ffr: record"), "{e}");
                 }
@@ -473,7 +469,8 @@ fn random_batches_of_ofrecords_decode_like_the_ofrecord_decoder() {
     let e = decoder
         .decode_samples(&reader.read(&[0, 1]).unwrap())
         .unwrap_err();
-    assert!(matches!(e, Error::OfRecord { index: Some(1), .. }), "{e}");
+    assert!(matches!(e, Error::OfRecord { .. }), "{e}");
+    assert_eq!(e.location().and_then(|at| at.index), Some(1), "{e}");
     assert!(e.to_string().contains("bad.ffr: record 1"), "{e}");
-    assert_eq!(e.kind().name(), "payload");
+    assert_eq!(e.class().name(), "payload");
 }

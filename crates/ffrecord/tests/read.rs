@@ -115,7 +115,7 @@ fn batched_reads_in_every_mode_equal_the_samples_written() {
             assert_eq!(batch.len(), indices.len());
             assert_eq!(batch.iter().len(), indices.len());
             for (k, (s, &i)) in samples.iter().zip(&indices).enumerate() {
-                assert_eq!(s.at.index, i, "{how}");
+                assert_eq!(s.at.index.unwrap(), i, "{how}");
                 assert_eq!(s.data, expected[i as usize], "{how}: sample {i}");
                 assert_eq!(reader.read_one(i).unwrap(), *s, "{how}");
                 assert_eq!(reader.sample_len(i).unwrap(), s.data.len() as u64);
@@ -137,7 +137,7 @@ fn batched_reads_in_every_mode_equal_the_samples_written() {
         // The files' own numbering.
         let at = reader.locate(30).unwrap();
         assert!(at.file.ends_with("a_2.ffr"), "{at}");
-        assert_eq!((at.sample, at.index), (5, 30));
+        assert_eq!((at.record.unwrap(), at.index.unwrap()), (5, 30));
         // The source agrees.
         let mut source = reader.source().with_chunk_bytes(1000);
         let mut seen = Vec::new();
@@ -196,7 +196,7 @@ fn zero_length_samples_have_their_checksum_checked() {
                 stored,
                 computed,
             }) => {
-                assert_eq!((at.index, stored, computed), (1, 0x1234_5678, 0));
+                assert_eq!((at.index.unwrap(), stored, computed), (1, 0x1234_5678, 0));
             }
             other => panic!("{other:?}"),
         }
@@ -242,14 +242,14 @@ fn a_bad_sample_past_the_first_groups_of_a_batch_is_found() {
     for indices in [&forward[..], &backward[..], &[150][..]] {
         match reader.read(indices) {
             Err(Error::SampleChecksum { at, stored, .. }) => {
-                assert_eq!((at.index, stored), (150, crcs[150]));
+                assert_eq!((at.index.unwrap(), stored), (150, crcs[150]));
             }
             other => panic!("{other:?}"),
         }
         // The same error through a reused batch, which is left empty.
         reader.read_batch(&[1, 2], &mut batch).unwrap();
         match reader.read_batch(indices, &mut batch) {
-            Err(Error::SampleChecksum { at, .. }) => assert_eq!(at.index, 150),
+            Err(Error::SampleChecksum { at, .. }) => assert_eq!(at.index.unwrap(), 150),
             other => panic!("{other:?}"),
         }
         assert!(batch.is_empty() && batch.get(0).is_none() && batch.at(0).is_none());
@@ -258,7 +258,10 @@ fn a_bad_sample_past_the_first_groups_of_a_batch_is_found() {
     let read = reader.read(&good).unwrap();
     assert_eq!(read.len(), good.len());
     for (s, &i) in read.iter().zip(&good) {
-        assert_eq!((s.at.index, &s.data[..]), (i, &samples[i as usize][..]));
+        assert_eq!(
+            (s.at.index.unwrap(), &s.data[..]),
+            (i, &samples[i as usize][..])
+        );
     }
 }
 
@@ -328,8 +331,8 @@ fn hostile_headers_fail_at_open_without_allocating() {
                 let Error::InvalidOffset { at, problem: p, .. } = &e else {
                     unreachable!()
                 };
-                assert_eq!((at.sample, *p), (bad, problem), "{offsets:?}");
-                assert_eq!(e.kind().name(), "invalid_offsets");
+                assert_eq!((at.record.unwrap(), *p), (bad, problem), "{offsets:?}");
+                assert_eq!(e.class().name(), "invalid_offsets");
             }
             other => panic!("{offsets:?}: {other:?}"),
         }
@@ -371,7 +374,7 @@ fn limits_bound_samples_and_batches() {
             at,
             len: 100,
             max: 50,
-        }) => assert_eq!(at.index, 1),
+        }) => assert_eq!(at.index.unwrap(), 1),
         other => panic!("{other:?}"),
     }
     let mut source = reader.source();
@@ -396,7 +399,7 @@ fn limits_bound_samples_and_batches() {
     let reader =
         FfrReader::open(&path, options(Limits::default().with_max_alloc_bytes(105))).unwrap();
     match reader.read(&[0, 1]) {
-        Err(e @ Error::TooLarge { .. }) => assert_eq!(e.kind().name(), "limit"),
+        Err(e @ Error::TooLarge { .. }) => assert_eq!(e.class().name(), "limit"),
         other => panic!("{other:?}"),
     }
 }
@@ -426,7 +429,7 @@ fn folders_need_ffr_files_and_paths_must_be_files() {
     ));
     assert!(matches!(
         FfrReader::open(dir.path().join("missing.ffr"), ReaderOptions::default()),
-        Err(e @ Error::Storage(_)) if e.kind().name() == "io"
+        Err(e @ Error::Storage(_)) if e.class().name() == "io"
     ));
     // An empty list of files is an empty dataset.
     let empty = FfrReader::open_files(Vec::<&Path>::new(), ReaderOptions::default()).unwrap();
@@ -456,8 +459,8 @@ fn a_file_that_shrinks_after_open_gives_a_truncated_sample() {
     for (indices, bad) in [(&[8u64][..], 8), (&[0, 9, 1], 9), (&[7, 9, 8], 8)] {
         match reader.read(indices) {
             Err(e @ Error::TruncatedSample { .. }) => {
-                assert_eq!(e.kind().name(), "truncated");
-                assert_eq!(e.sample().unwrap().index, bad, "{indices:?}: {e}");
+                assert_eq!(e.class().name(), "truncated");
+                assert_eq!(e.location().unwrap().index, Some(bad), "{indices:?}: {e}");
             }
             other => panic!("{indices:?}: {other:?}"),
         }

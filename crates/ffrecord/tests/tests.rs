@@ -3,6 +3,7 @@
 
 mod corpus;
 mod decode;
+mod errors;
 mod read;
 mod support;
 mod truncation;

@@ -11,15 +11,15 @@ use crate::support::{ffrecord_cases, temp_dir};
 /// Opens and reads all of a dataset; the error kind that stopped it, or
 /// the samples.
 fn read_everything(opened: Result<FfrReader, Error>) -> Result<Vec<Vec<u8>>, &'static str> {
-    let reader = opened.map_err(|e| e.kind().name())?;
+    let reader = opened.map_err(|e| e.class().name())?;
     let all: Vec<u64> = (0..reader.len()).collect();
-    let batch = reader.read(&all).map_err(|e| e.kind().name())?;
+    let batch = reader.read(&all).map_err(|e| e.class().name())?;
     let mut one_by_one = Vec::new();
     for &i in &all {
         one_by_one.push(
             reader
                 .read_one(i)
-                .map_err(|e| e.kind().name())?
+                .map_err(|e| e.class().name())?
                 .data
                 .to_vec(),
         );

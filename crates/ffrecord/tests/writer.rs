@@ -126,7 +126,7 @@ fn no_partial_file_is_ever_left_under_the_final_name() {
                 ..
             },
         ) => {
-            assert_eq!(e.kind().name(), "argument");
+            assert_eq!(e.class().name(), "argument");
         }
         other => panic!("{other:?}"),
     }

@@ -9,7 +9,9 @@ use grist_tensor::{BoxError, ErrorKind, FormatError, Location, RegistryError, Te
 /// Errors about the data come from the formats and already name the file,
 /// the record (or block, sample) and the feature; the loader passes them
 /// on unchanged, and [`location`](Self::location) answers for all of them
-/// the same way. After an error the loader yields nothing more.
+/// the same way. A cause is returned by `source()` and left out of the
+/// variant's own message, so that printing the chain shows it once. After
+/// an error the loader yields nothing more.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {

@@ -9,6 +9,17 @@ use grist_tensor::{DType, ErrorKind, FeatureSpec, FormatError, RegistryError, Sp
 use crate::support::{Fixture, KINDS, Kind, ids, specs};
 
 /// Flips a byte `at` bytes before the end of `path`.
+/// The whole chain, as the CLI prints it (`{e:#}`: joined by ": ").
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out = format!("{out}: {c}");
+        cause = c.source();
+    }
+    out
+}
+
 fn damage(path: &std::path::Path, from_end: usize) {
     let mut bytes = std::fs::read(path).unwrap();
     let at = bytes.len() - from_end;
@@ -61,11 +72,13 @@ fn damaged_files_fail_at_their_record() {
             seen.len() >= 32 && seen.iter().all(|&i| i < 87),
             "{kind:?}: {seen:?}"
         );
+        // Every format's error says where, through the loader's error.
+        let at = e.location().expect("a data error has a location");
+        assert!(at.file.contains("data-1"), "{kind:?}: {at}");
         match kind {
             Kind::Tfrecord | Kind::TfrecordIndexed => {
-                let t = e.downcast_ref::<grist_tfrecord::Error>();
-                let t = t.unwrap_or_else(|| panic!("{kind:?}: {e:?}"));
-                assert_eq!(t.location().map(|l| l.record), Some(46), "{kind:?}: {text}");
+                assert!(e.downcast_ref::<grist_tfrecord::Error>().is_some(), "{e:?}");
+                assert_eq!(at.record, Some(46), "{kind:?}: {text}");
             }
             Kind::Avro | Kind::AvroDeflate => {
                 assert!(
@@ -75,7 +88,8 @@ fn damaged_files_fail_at_their_record() {
             }
             Kind::Ffrecord => {
                 assert!(e.downcast_ref::<grist_ffrecord::Error>().is_some(), "{e:?}");
-                assert!(text.contains("46"), "{text}")
+                assert_eq!(at.record, Some(46), "{kind:?}: {text}");
+                assert!(text.contains("46"), "{text}");
             }
             _ => panic!("{kind:?}: {e:?}"),
         }
@@ -107,7 +121,18 @@ fn missing_and_unknown_files() {
         .build()
         .unwrap();
     match loader.next_batch() {
-        Some(Err(e)) => assert!(e.to_string().contains("missing.tfrecord"), "{e}"),
+        Some(Err(e)) => {
+            assert!(e.to_string().contains("missing.tfrecord"), "{e}");
+            assert_eq!(FormatError::kind(&e), ErrorKind::Io, "{e:?}");
+            // The whole chain, as the CLI prints it: the path and what is
+            // wrong once each.
+            let text = chain(&e);
+            assert_eq!(text, format!("{}: not found", missing.display()));
+            assert_eq!(
+                e.location().map(|at| at.file.to_string()),
+                Some(missing.display().to_string())
+            );
+        }
         other => panic!("{other:?}"),
     }
     let txt = fx.sources[0].with_file_name("notes.txt");
@@ -349,7 +374,7 @@ fn tfrecord_data_crcs_checked_on_the_parse_threads_fail_as_the_reader_does() {
             let (seen, e) = first_error(&fx, threads);
             match e.downcast_ref::<grist_tfrecord::Error>() {
                 Some(t @ grist_tfrecord::Error::CorruptData { at, .. }) => {
-                    assert_eq!(at.record, 20, "{kind:?}");
+                    assert_eq!(at.record, Some(20), "{kind:?}");
                     assert!(t.is_data_loss());
                 }
                 _ => panic!("{kind:?} {threads:?}: {e:?}"),
@@ -386,7 +411,7 @@ fn ffrecord_checksums_checked_on_the_parse_threads_fail_as_the_reader_does() {
         match e.downcast_ref::<grist_ffrecord::Error>() {
             Some(grist_ffrecord::Error::SampleChecksum { at, .. }) => {
                 // The dataset number counts the first file's 40 samples.
-                assert_eq!((at.sample, at.index), (30, 70), "{threads:?}");
+                assert_eq!((at.record, at.index), (Some(30), Some(70)), "{threads:?}");
             }
             _ => panic!("{threads:?}: {e:?}"),
         }
@@ -429,7 +454,7 @@ fn the_first_bad_record_of_a_batch_is_reported_whichever_thread_meets_it() {
                 let (seen, e) = first_error(&fx, threads);
                 match e.downcast_ref::<grist_ffrecord::Error>() {
                     Some(grist_ffrecord::Error::SampleChecksum { at, .. }) => {
-                        assert_eq!(at.sample, first as u64, "{threads:?}");
+                        assert_eq!(at.record, Some(first as u64), "{threads:?}");
                     }
                     _ => panic!("{threads:?}: {e:?}"),
                 }
@@ -452,6 +477,7 @@ fn errors_stay_small_enough_to_return() {
     })
     .into();
     assert!(matches!(e, Error::Format(_)), "{e:?}");
-    // Transparent: the format crate's message, unchanged.
-    assert_eq!(e.to_string(), "a.tfrecord: gone");
+    // Transparent: the format crate's message and cause, unchanged.
+    assert_eq!(e.to_string(), "a.tfrecord");
+    assert_eq!(chain(&e), "a.tfrecord: gone");
 }

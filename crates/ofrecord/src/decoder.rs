@@ -7,9 +7,10 @@ use grist_tensor::{
     RaggedBuilder, Section, SparseBuilder, StringValues, TensorError, Values,
 };
 
-use crate::error::{Error, FeatureProblem, Location, Result};
+use crate::error::{Error, Result};
 use crate::plan::{Col, Field, Keys, Plan, RawDType, RawSpec, partition_kinds, sequence_pad};
 use crate::wire::{self, FeatureRef, ListKind, Sink, WireError};
+use grist_tensor::{FeatureProblem, Location};
 
 /// Why a row failed, before it is given its location.
 #[derive(Debug)]
@@ -224,10 +225,10 @@ impl OfRecordDecoder {
     ) -> Result<Batch> {
         let records = records.into_iter();
         let mut out = self.recycled_batch(records.size_hint().0);
-        let mut at = Location::new(file.clone(), first_record);
-        for r in records {
+        let mut at = Location::record(file.clone(), first_record);
+        for (i, r) in records.enumerate() {
+            at.record = Some(first_record.saturating_add(i as u64));
             self.decode(r, &at, &mut out)?;
-            at.record += 1;
         }
         self.finish(&mut out, file, first_record)
     }
@@ -240,14 +241,16 @@ impl OfRecordDecoder {
         file: &Arc<str>,
         first_record: u64,
     ) -> Result<Batch> {
-        let at = Location::new(file.clone(), first_record);
+        let at = Location::record(file.clone(), first_record);
         out.finish().map_err(|e| match e {
             TensorError::BadRagged { feature, reason } => Error::Feature {
-                at,
-                feature,
-                problem: FeatureProblem::BadPartition { reason },
+                at: at.with_feature(feature).into(),
+                problem: FeatureProblem::BadPartition { key: None, reason },
             },
-            other @ TensorError::LimitExceeded { .. } => Error::BatchTooLarge { at, source: other },
+            other @ TensorError::LimitExceeded { .. } => Error::BatchTooLarge {
+                at: at.into(),
+                source: other,
+            },
             other => Error::Spec(other),
         })
     }
@@ -266,13 +269,15 @@ impl OfRecordDecoder {
                 out.discard_row();
                 Err(match problem {
                     Problem::Wire(e) => Error::Malformed {
-                        at: at.clone(),
+                        at: at.clone().into(),
                         reason: e.reason,
                         offset: e.offset,
                     },
                     Problem::Feature(problem) => Error::Feature {
-                        at: at.clone(),
-                        feature: self.plan.fields[column].name().to_string(),
+                        at: at
+                            .clone()
+                            .with_feature(self.plan.fields[column].name())
+                            .into(),
                         problem,
                     },
                 })
@@ -502,6 +507,7 @@ fn fill(
                     let n = append(rec, &f, &mut d.values)?;
                     if n != *row_len {
                         return Err(FeatureProblem::WrongCount {
+                            dim: None,
                             expected: *row_len,
                             actual: n,
                         }
@@ -548,6 +554,7 @@ fn fill(
                 row.ints(key, ids)?;
                 if ids.len() != nnz {
                     return Err(FeatureProblem::IndexCountMismatch {
+                        dim: None,
                         indices: ids.len(),
                         values: nnz,
                     }
@@ -555,7 +562,12 @@ fn fill(
                 }
                 // One unsigned comparison also rejects negative indices.
                 if let Some(&bad) = ids.iter().find(|&&i| i as u64 >= size as u64) {
-                    return Err(FeatureProblem::IndexOutOfRange { index: bad, size }.into());
+                    return Err(FeatureProblem::IndexOutOfRange {
+                        dim: None,
+                        index: bad,
+                        size,
+                    }
+                    .into());
                 }
             }
             let ids = &scratch.ids[..index.len()];
@@ -725,13 +737,19 @@ fn sparse_1d(
     let (in_order, bad) = (coo.sorted, coo.bad);
     if n != nnz {
         return Err(FeatureProblem::IndexCountMismatch {
+            dim: None,
             indices: n,
             values: nnz,
         }
         .into());
     }
     if let Some(index) = bad {
-        return Err(FeatureProblem::IndexOutOfRange { index, size }.into());
+        return Err(FeatureProblem::IndexOutOfRange {
+            dim: None,
+            index,
+            size,
+        }
+        .into());
     }
     if !(in_order || sorted) {
         let ids = &mut scratch.ids[0];
@@ -1005,6 +1023,7 @@ fn raw_list<T: RawValue>(
     } else {
         if size != n {
             return Err(FeatureProblem::WrongCount {
+                dim: None,
                 expected: n,
                 actual: size,
             }

@@ -1,205 +1,48 @@
 //! The error type of grist-ofrecord.
 
-use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use grist_tensor::TensorError;
+use grist_tensor::{ErrorKind, FeatureProblem, FormatError, Location, TensorError};
 
-/// Where in the input an error happened: a part file (empty when decoding
-/// bytes that did not come from a file), a record number within it and,
-/// when known, the byte offset of the record's length prefix in the file.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Location {
-    /// The file name, or empty.
-    pub file: Arc<str>,
-    /// The record number within the file (0-based).
-    pub record: u64,
-    /// The byte offset of the record's 8-byte length prefix, when known.
-    pub offset: Option<u64>,
-}
-
-impl Location {
-    /// Record `record` of `file`, at an unknown offset.
-    pub fn new(file: Arc<str>, record: u64) -> Self {
-        Location {
-            file,
-            record,
-            offset: None,
+/// The name the OFRecord corpus manifests give a feature problem
+/// (`decoder_runs[].result.error`): `feature_missing`, `unsupported_kind`,
+/// `not_bytes_list`, `bytes_list_needs_exactly_one_value`,
+/// `length_mismatch`, `overflow_undefined_in_oneflow`; problems OneFlow's
+/// decoders cannot have are `type_mismatch`, `not_multiple`,
+/// `index_out_of_range`, `index_count_mismatch`, `bad_partition` (and
+/// `feature` for problems of other formats).
+pub fn problem_manifest_kind(problem: &FeatureProblem) -> &'static str {
+    match problem {
+        FeatureProblem::Missing => "feature_missing",
+        FeatureProblem::NoKind => "unsupported_kind",
+        FeatureProblem::TypeMismatch { .. } => "type_mismatch",
+        FeatureProblem::NotBytesList { .. } => "not_bytes_list",
+        FeatureProblem::BytesValueCount { .. } => "bytes_list_needs_exactly_one_value",
+        FeatureProblem::WrongCount { .. } => "length_mismatch",
+        FeatureProblem::Overrun { .. } | FeatureProblem::Unrepresentable { .. } => {
+            "overflow_undefined_in_oneflow"
         }
-    }
-
-    /// The same location with its byte offset.
-    pub fn with_offset(mut self, offset: u64) -> Self {
-        self.offset = Some(offset);
-        self
-    }
-}
-
-impl fmt::Display for Location {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if !self.file.is_empty() {
-            write!(f, "{}: ", self.file)?;
-        }
-        write!(f, "record {}", self.record)?;
-        if let Some(offset) = self.offset {
-            write!(f, " (length prefix at byte {offset})")?;
-        }
-        Ok(())
-    }
-}
-
-/// What is wrong with one feature of one record.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum FeatureProblem {
-    /// The record has no such feature and the output has no default
-    /// (OneFlow: `Field <name> not found`, a process abort).
-    Missing,
-    /// The feature is a `Feature` with no list set (OneFlow: abort,
-    /// unimplemented).
-    NoKind,
-    /// The feature holds another list than the spec's dtype needs.
-    TypeMismatch {
-        /// The list kind the spec needs (`"int64_list"`, ...).
-        expected: &'static str,
-        /// The list kind found.
-        actual: &'static str,
-    },
-    /// OneFlow's bytes decoder needs a `bytes_list`.
-    NotBytesList {
-        /// The list kind found.
-        actual: &'static str,
-    },
-    /// A `bytes_list` read by OneFlow's raw or bytes decoder must hold
-    /// exactly one value.
-    BytesValueCount {
-        /// The number of values found.
-        actual: usize,
-    },
-    /// A fixed-shape output got another number of values than its shape
-    /// holds (OneFlow: a CHECK failure).
-    WrongCount {
-        /// The number of values the shape holds.
-        expected: usize,
-        /// The number found.
-        actual: usize,
-    },
-    /// A `dim1_varying_length` list is longer than the shape holds: OneFlow
-    /// writes past its buffer.
-    Overrun {
-        /// The number of values the shape holds.
-        max: usize,
-        /// The number found.
-        actual: usize,
-    },
-    /// A value has no result in the output dtype (a float out of range of
-    /// an integer type, or NaN): undefined behaviour in OneFlow's
-    /// `static_cast`.
-    Unrepresentable {
-        /// The value, as text.
-        value: String,
-        /// The output dtype.
-        dtype: &'static str,
-    },
-    /// A list's length is not a multiple of its item size.
-    NotMultiple {
-        /// The item size.
-        item: usize,
-        /// The number of values found.
-        actual: usize,
-    },
-    /// A `SparseFeature` index is outside `[0, size)`.
-    IndexOutOfRange {
-        /// The index.
-        index: i64,
-        /// The dense size of its dimension.
-        size: i64,
-    },
-    /// `SparseFeature` index and value lists differ in length.
-    IndexCountMismatch {
-        /// The number of indices.
-        indices: usize,
-        /// The number of values.
-        values: usize,
-    },
-    /// A `RaggedFeature`'s partitions cannot be applied to its values.
-    BadPartition {
-        /// What is wrong.
-        reason: String,
-    },
-}
-
-impl FeatureProblem {
-    /// The error kind as the OFRecord corpus manifests name it
-    /// (`decoder_runs[].result.error`): `feature_missing`,
-    /// `unsupported_kind`, `not_bytes_list`,
-    /// `bytes_list_needs_exactly_one_value`, `length_mismatch`,
-    /// `overflow_undefined_in_oneflow`; problems OneFlow's decoders cannot
-    /// have are `type_mismatch`, `not_multiple`, `index_out_of_range`,
-    /// `index_count_mismatch` and `bad_partition`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            FeatureProblem::Missing => "feature_missing",
-            FeatureProblem::NoKind => "unsupported_kind",
-            FeatureProblem::TypeMismatch { .. } => "type_mismatch",
-            FeatureProblem::NotBytesList { .. } => "not_bytes_list",
-            FeatureProblem::BytesValueCount { .. } => "bytes_list_needs_exactly_one_value",
-            FeatureProblem::WrongCount { .. } => "length_mismatch",
-            FeatureProblem::Overrun { .. } | FeatureProblem::Unrepresentable { .. } => {
-                "overflow_undefined_in_oneflow"
-            }
-            FeatureProblem::NotMultiple { .. } => "not_multiple",
-            FeatureProblem::IndexOutOfRange { .. } => "index_out_of_range",
-            FeatureProblem::IndexCountMismatch { .. } => "index_count_mismatch",
-            FeatureProblem::BadPartition { .. } => "bad_partition",
-        }
-    }
-}
-
-impl fmt::Display for FeatureProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FeatureProblem::Missing => write!(f, "not found and no default is given"),
-            FeatureProblem::NoKind => write!(f, "the Feature has no list set"),
-            FeatureProblem::TypeMismatch { expected, actual } => {
-                write!(f, "expected a {expected}, found a {actual}")
-            }
-            FeatureProblem::NotBytesList { actual } => {
-                write!(f, "the bytes decoder needs a bytes_list, found a {actual}")
-            }
-            FeatureProblem::BytesValueCount { actual } => {
-                write!(f, "a bytes_list must hold exactly 1 value, found {actual}")
-            }
-            FeatureProblem::WrongCount { expected, actual } => {
-                write!(f, "{actual} values, the shape holds {expected}")
-            }
-            FeatureProblem::Overrun { max, actual } => write!(
-                f,
-                "{actual} values overrun the {max} the shape holds (dim1_varying_length)"
-            ),
-            FeatureProblem::Unrepresentable { value, dtype } => {
-                write!(f, "value {value} cannot be converted to {dtype}")
-            }
-            FeatureProblem::NotMultiple { item, actual } => {
-                write!(
-                    f,
-                    "{actual} values are not a multiple of the item size {item}"
-                )
-            }
-            FeatureProblem::IndexOutOfRange { index, size } => {
-                write!(f, "index {index} is out of bounds [0, {size})")
-            }
-            FeatureProblem::IndexCountMismatch { indices, values } => {
-                write!(f, "{indices} indices but {values} values")
-            }
-            FeatureProblem::BadPartition { reason } => write!(f, "bad partitions: {reason}"),
-        }
+        FeatureProblem::NotMultiple { .. } => "not_multiple",
+        FeatureProblem::IndexOutOfRange { .. } => "index_out_of_range",
+        FeatureProblem::IndexCountMismatch { .. } => "index_count_mismatch",
+        FeatureProblem::BadPartition { .. } => "bad_partition",
+        _ => "feature",
     }
 }
 
 /// Errors of grist-ofrecord, sorted by who is at fault: bad data, bad
 /// arguments or datasets, limits, I/O.
+///
+/// A record's [`Location`] names its part file and its number within the
+/// part (`record`) and, when known, the byte `offset` of its 8-byte length
+/// prefix in the part; a record of a dataset read as one sequence also has
+/// its number in the dataset (`index`).
+///
+/// Each variant with a place holds it as a boxed [`Location`], so that the
+/// error (and a `Result` of it) stays under clippy's `result_large_err`
+/// threshold; a cause is returned by `source()` and left out of the
+/// variant's own message, so that printing the chain shows it once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -207,7 +50,7 @@ pub enum Error {
     #[error("{at}: truncated: only {available} bytes left for an 8-byte length prefix")]
     TruncatedLength {
         /// The record.
-        at: Location,
+        at: Box<Location>,
         /// The bytes left.
         available: u64,
     },
@@ -215,7 +58,7 @@ pub enum Error {
     #[error("{at}: truncated: record length {len} exceeds the {available} bytes left")]
     TruncatedPayload {
         /// The record.
-        at: Location,
+        at: Box<Location>,
         /// The length read from the prefix.
         len: u64,
         /// The payload bytes left in the file.
@@ -226,7 +69,7 @@ pub enum Error {
     #[error("{at}: invalid record length {len}")]
     InvalidLength {
         /// The record.
-        at: Location,
+        at: Box<Location>,
         /// The length read from the prefix.
         len: i64,
     },
@@ -234,19 +77,17 @@ pub enum Error {
     #[error("{at}: could not parse OFRecord: {reason} at byte {offset} of the record")]
     Malformed {
         /// The record.
-        at: Location,
+        at: Box<Location>,
         /// What is wrong with the wire format.
         reason: &'static str,
         /// Byte offset within the record.
         offset: usize,
     },
     /// One feature of a record does not fit its output.
-    #[error("{at}: feature {feature:?}: {problem}")]
+    #[error("{at}: {problem}")]
     Feature {
-        /// The record.
-        at: Location,
-        /// The feature name (or key).
-        feature: String,
+        /// The record and the feature (or key).
+        at: Box<Location>,
         /// What is wrong.
         problem: FeatureProblem,
     },
@@ -299,10 +140,10 @@ pub enum Error {
     Spec(#[from] TensorError),
     /// Finishing a batch would exceed [`grist_tensor::Limits`], or a
     /// ragged column's partitions could not be applied.
-    #[error("batch starting at {at}: {source}")]
+    #[error("batch starting at {at}")]
     BatchTooLarge {
         /// The batch's first record.
-        at: Location,
+        at: Box<Location>,
         /// The limit that was hit.
         source: TensorError,
     },
@@ -310,7 +151,7 @@ pub enum Error {
     #[error("{at}: record of {len} bytes exceeds the limit of {max} bytes")]
     RecordTooLarge {
         /// The record.
-        at: Location,
+        at: Box<Location>,
         /// Its length.
         len: u64,
         /// The limit.
@@ -331,7 +172,7 @@ pub enum Error {
     #[error(transparent)]
     Storage(#[from] grist_tensor::StorageError),
     /// An I/O error.
-    #[error("{file}: {source}")]
+    #[error("{file}")]
     Io {
         /// The file (or folder).
         file: Arc<str>,
@@ -349,23 +190,49 @@ impl Error {
             | Error::InvalidLength { at, .. }
             | Error::Malformed { at, .. }
             | Error::Feature { at, .. }
-            | Error::RecordTooLarge { at, .. } => Some(at),
-            _ => None,
+            | Error::BatchTooLarge { at, .. }
+            | Error::RecordTooLarge { at, .. } => Some(at.as_ref()),
+            Error::Storage(e) => FormatError::location(e),
+            Error::MissingPart { .. }
+            | Error::BadDataset { .. }
+            | Error::DatasetExists { .. }
+            | Error::TooFewParts { .. }
+            | Error::BadRank { .. }
+            | Error::Spec(_)
+            | Error::RecordOutOfRange { .. }
+            | Error::Io { .. } => None,
         }
+    }
+
+    /// The same error with the record's number in its dataset set in its
+    /// location (for records that are samples of a larger dataset, such
+    /// as FFRecord's OFRecord payloads).
+    pub fn with_index(mut self, index: u64) -> Self {
+        match &mut self {
+            Error::TruncatedLength { at, .. }
+            | Error::TruncatedPayload { at, .. }
+            | Error::InvalidLength { at, .. }
+            | Error::Malformed { at, .. }
+            | Error::Feature { at, .. }
+            | Error::BatchTooLarge { at, .. }
+            | Error::RecordTooLarge { at, .. } => at.index = Some(index),
+            _ => {}
+        }
+        self
     }
 
     /// The error kind as the OFRecord corpus manifests name it: `truncated`
     /// and `invalid_length` (framing), `protobuf` (a record that does not
-    /// parse), a [`FeatureProblem::kind`] for feature errors; other errors
+    /// parse), a [`problem_manifest_kind`] for feature errors; other errors
     /// are `record_too_large`, `missing_part`, `bad_dataset`,
     /// `dataset_exists`, `too_few_parts`, `bad_rank`, `spec`, `batch`,
     /// `out_of_range` and `io`.
-    pub fn kind(&self) -> &'static str {
+    pub fn manifest_kind(&self) -> &'static str {
         match self {
             Error::TruncatedLength { .. } | Error::TruncatedPayload { .. } => "truncated",
             Error::InvalidLength { .. } => "invalid_length",
             Error::Malformed { .. } => "protobuf",
-            Error::Feature { problem, .. } => problem.kind(),
+            Error::Feature { problem, .. } => problem_manifest_kind(problem),
             Error::RecordTooLarge { .. } => "record_too_large",
             Error::MissingPart { .. } => "missing_part",
             Error::BadDataset { .. } => "bad_dataset",
@@ -387,6 +254,32 @@ impl Error {
                 | Error::TruncatedPayload { .. }
                 | Error::InvalidLength { .. }
         )
+    }
+}
+
+impl FormatError for Error {
+    fn location(&self) -> Option<&Location> {
+        Error::location(self)
+    }
+
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Error::TruncatedLength { .. }
+            | Error::TruncatedPayload { .. }
+            | Error::InvalidLength { .. }
+            | Error::Malformed { .. }
+            | Error::Feature { .. } => ErrorKind::Data,
+            Error::MissingPart { .. }
+            | Error::BadDataset { .. }
+            | Error::DatasetExists { .. }
+            | Error::TooFewParts { .. }
+            | Error::BadRank { .. }
+            | Error::RecordOutOfRange { .. } => ErrorKind::Argument,
+            Error::Spec(e) => e.kind(),
+            Error::BatchTooLarge { .. } | Error::RecordTooLarge { .. } => ErrorKind::Limit,
+            Error::Storage(e) => e.kind(),
+            Error::Io { .. } => ErrorKind::Io,
+        }
     }
 }
 

@@ -18,11 +18,12 @@ use grist_tensor::{
 
 use crate::dataset::PartNaming;
 use crate::decoder::OfRecordDecoder;
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Result};
 use crate::framing::{Decoded, FrameDecoder, ReaderOptions};
 use crate::record::Record as OfRecord;
 use crate::report;
 use crate::source::OfStream;
+use grist_tensor::Location;
 
 /// OFRecord part files, as a [`Format`].
 ///
@@ -347,7 +348,7 @@ impl ByNumber for Indexed {
             match dec.decode(&frame)? {
                 Decoded::Frame(fr) if fr.len == frame.len() => Ok(frame.slice(fr.payload)),
                 _ => Err(Box::new(TensorError::BadIndex {
-                    at: grist_tensor::Location::record(input.name().clone(), r),
+                    at: Box::new(grist_tensor::Location::record(input.name().clone(), r)),
                     reason: format!(
                         "the file changed since its index was built (frame at {offset})"
                     ),
@@ -377,13 +378,11 @@ impl grist_tensor::Decoder for OfRecordDecoder {
         out: &mut BatchBuilder,
     ) -> Result<Option<usize>, BoxError> {
         for i in rows {
-            let at = Location::new(
-                chunk.file.clone(),
-                chunk.first_record.saturating_add(i as u64),
-            );
+            let number = chunk.first_record.saturating_add(i as u64);
+            let at = Location::record(chunk.file.clone(), number);
             let record = chunk.record(i).ok_or_else(|| Error::RecordOutOfRange {
                 file: chunk.file.clone(),
-                record: at.record,
+                record: number,
                 count: chunk.first_record.saturating_add(chunk.record_count as u64),
             })?;
             self.decode(record, &at, out)?;
@@ -399,7 +398,7 @@ impl grist_tensor::Decoder for OfRecordDecoder {
     ) -> Result<(), BoxError> {
         Ok(self.decode(
             &record.payload,
-            &Location::new(file.clone(), record.record),
+            &Location::record(file.clone(), record.record),
             out,
         )?)
     }
@@ -447,7 +446,7 @@ impl Records for OfRecords {
                     }
                 }
             }
-            match stream.next()? {
+            match stream.read_chunk()? {
                 Some((c, _)) => *chunk = Some((c, 0)),
                 None => self.current = None,
             }
@@ -455,7 +454,7 @@ impl Records for OfRecords {
     }
 
     fn to_json(&self, record: &RawRecord) -> Result<serde_json::Value, BoxError> {
-        let mut at = Location::new(record.at.file.clone(), record.at.record.unwrap_or_default());
+        let mut at = Location::record(record.at.file.clone(), record.at.record.unwrap_or_default());
         if let Some(offset) = record.at.offset {
             at = at.with_offset(offset);
         }

@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use grist_tensor::Limits;
 
-use crate::error::{Error, Location, Result, io_error};
+use crate::error::{Error, Result, io_error};
+use grist_tensor::Location;
 
 /// The size of a record's length prefix.
 pub const LENGTH_PREFIX: usize = 8;
@@ -188,7 +189,7 @@ impl FrameDecoder {
     }
 
     fn at(&self) -> Location {
-        Location::new(self.file.clone(), self.record).with_offset(self.offset)
+        Location::record(self.file.clone(), self.record).with_offset(self.offset)
     }
 
     /// Finds the record at the start of `buf`. On [`Decoded::Frame`] the
@@ -207,7 +208,10 @@ impl FrameDecoder {
         };
         let len = i64::from_le_bytes(*prefix);
         if len < 0 || (len == 0 && !self.zero_length) {
-            return Err(Error::InvalidLength { at: self.at(), len });
+            return Err(Error::InvalidLength {
+                at: self.at().into(),
+                len,
+            });
         }
         let len = len as u64;
         if let Some(rest) = self.remaining {
@@ -218,7 +222,7 @@ impl FrameDecoder {
         }
         if len > self.limits.max_record_bytes() {
             return Err(Error::RecordTooLarge {
-                at: self.at(),
+                at: self.at().into(),
                 len,
                 max: self.limits.max_record_bytes(),
             });
@@ -250,7 +254,10 @@ impl FrameDecoder {
             Some(prefix) => {
                 let len = i64::from_le_bytes(*prefix);
                 if len < 0 || (len == 0 && !self.zero_length) {
-                    return Err(Error::InvalidLength { at: self.at(), len });
+                    return Err(Error::InvalidLength {
+                        at: self.at().into(),
+                        len,
+                    });
                 }
                 Err(self.truncated_payload(len as u64, (rest.len() - LENGTH_PREFIX) as u64))
             }
@@ -259,14 +266,14 @@ impl FrameDecoder {
 
     fn truncated_length(&self, available: u64) -> Error {
         Error::TruncatedLength {
-            at: self.at(),
+            at: self.at().into(),
             available,
         }
     }
 
     fn truncated_payload(&self, len: u64, available: u64) -> Error {
         Error::TruncatedPayload {
-            at: self.at(),
+            at: self.at().into(),
             len,
             available,
         }
@@ -557,7 +564,7 @@ mod tests {
         let err = FrameDecoder::with_options("f", &strict)
             .decode(&zero)
             .unwrap_err();
-        assert_eq!(err.kind(), "invalid_length");
+        assert_eq!(err.manifest_kind(), "invalid_length");
     }
 
     #[test]
@@ -604,7 +611,7 @@ mod tests {
         let err = reader.next_record().unwrap_err();
         assert!(
             matches!(&err, Error::TruncatedPayload { at, len: 1_000_000, available: 5 }
-                if at.record == 3 && at.offset == Some(10_025)),
+                if at.record == Some(3) && at.offset == Some(10_025)),
             "{err}"
         );
         assert!(reader.next_record().unwrap().is_none());

@@ -83,7 +83,6 @@ pub mod proto {
 
 mod error;
 mod format;
-mod interim;
 
 // -- files: framing, datasets and sharding, chunk source, writers --
 mod dataset;
@@ -105,11 +104,12 @@ pub use dataset::{
 };
 pub use decoder::OfRecordDecoder;
 pub use encode::{RecordBuilder, encode_batch};
-pub use error::{Error, FeatureProblem, Location, Result};
+pub use error::{Error, Result, problem_manifest_kind};
 pub use format::OfRecordFormat;
 pub use framing::{
     Decoded, Frame, FrameDecoder, LENGTH_PREFIX, RawRecord, ReaderOptions, RecordReader,
 };
+pub use grist_tensor::{FeatureProblem, FormatError, Location};
 pub use plan::{BytesSpec, Field, RawDType, RawSpec};
 pub use record::{FeatureValue, MAX_INLINE_BYTES, Record};
 pub use source::{OfRecordSource, OfStream};

@@ -9,8 +9,9 @@ use grist_tensor::json::float_to_json;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Result};
 use crate::wire::{self, ListKind, Sink};
+use grist_tensor::Location;
 
 /// The value of one feature: its list, or no list at all.
 #[derive(Clone, Debug, PartialEq)]
@@ -186,7 +187,7 @@ impl Record {
     /// twice keeps its last entry). Errors name no file: see
     /// [`parse_at`](Self::parse_at).
     pub fn parse(payload: &[u8]) -> Result<Self> {
-        Self::parse_at(payload, &Location::new("".into(), 0))
+        Self::parse_at(payload, &Location::record("", 0))
     }
 
     /// Parses a serialized OFRecord; errors name `at`.
@@ -199,7 +200,7 @@ impl Record {
             Ok(())
         })
         .map_err(|e| Error::Malformed {
-            at: at.clone(),
+            at: at.clone().into(),
             reason: e.reason,
             offset: e.offset,
         })?;

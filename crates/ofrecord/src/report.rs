@@ -10,10 +10,11 @@ use grist_tensor::report::{Features, MinMax, bytes, count, plural, table};
 use grist_tensor::{Input, InspectOptions, Report, Verified, VerifyFailure};
 use serde_json::json;
 
-use crate::error::{Location, Result};
+use crate::error::Result;
 use crate::format::scan;
 use crate::framing::{ReaderOptions, RecordReader};
 use crate::record::Record as OfRecord;
+use grist_tensor::Location;
 
 /// `input` opened for reading records (its size known, so that a length
 /// running past its end is truncation).
@@ -43,7 +44,8 @@ pub(crate) fn verify(framing: &ReaderOptions, input: &Input) -> Result<Verified,
         };
         match reader.next_record() {
             Ok(Some(r)) => {
-                let location = Location::new(input.name().clone(), r.index).with_offset(r.offset);
+                let location =
+                    Location::record(input.name().clone(), r.index).with_offset(r.offset);
                 OfRecord::parse_at(r.payload, &location)
                     .map_err(|e| VerifyFailure::new(at(), e))?;
                 records += 1;
@@ -85,7 +87,7 @@ pub(crate) fn inspect(
             let Some(r) = reader.next_record()? else {
                 break;
             };
-            let at = Location::new(input.name().clone(), r.index).with_offset(r.offset);
+            let at = Location::record(input.name().clone(), r.index).with_offset(r.offset);
             let record = OfRecord::parse_at(r.payload, &at)?;
             sizes.add(r.payload.len());
             for (key, value) in &record.features {
@@ -189,7 +191,7 @@ mod tests {
         let cut = part(&dir.path().join("part-1"), &[record(0)]);
         std::fs::OpenOptions::new()
             .append(true)
-            .open(cut.path())
+            .open(cut.path().unwrap())
             .and_then(|mut f| std::io::Write::write_all(&mut f, &[1, 0, 0]))
             .unwrap();
         assert!(f.count(&cut, &ReadOptions::new()).is_err());

@@ -385,7 +385,7 @@ impl OfStream {
 
     /// The next chunk and where the one after it starts; `None` at the
     /// end of the part.
-    pub fn next(&mut self) -> Result<Option<(Chunk, ChunkPos)>> {
+    pub fn read_chunk(&mut self) -> Result<Option<(Chunk, ChunkPos)>> {
         let start = self.pos();
         let cut = self
             .cut
@@ -415,7 +415,7 @@ impl OfStream {
 
 impl ChunkStream for OfStream {
     fn next_chunk(&mut self) -> std::result::Result<Option<(Chunk, ChunkPos)>, BoxError> {
-        Ok(self.next()?)
+        Ok(self.read_chunk()?)
     }
 }
 

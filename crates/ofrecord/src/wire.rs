@@ -10,54 +10,11 @@
 
 use std::ops::Range;
 
-use grist_tensor::varint;
-
-const VARINT: u32 = 0;
-const FIXED64: u32 = 1;
-const LEN: u32 = 2;
-const START_GROUP: u32 = 3;
-const END_GROUP: u32 = 4;
-const FIXED32: u32 = 5;
-
-/// How deep groups may nest inside a list message (protobuf's default
-/// recursion limit is 100, counting the 4 message levels above).
-const MAX_GROUP_DEPTH: usize = 96;
-
-/// A wire-format error: what and where (byte offset in the record).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct WireError {
-    pub(crate) reason: &'static str,
-    pub(crate) offset: usize,
-}
-
-pub(crate) type WireResult<T> = Result<T, WireError>;
-
-/// A protobuf varint: the value and its length. Like protobuf (and unlike
-/// [`varint::decode`]) a 10th byte may carry bits past 64, which are
-/// dropped.
-#[inline(always)]
-pub(crate) fn read_varint(buf: &[u8]) -> Result<(u64, usize), &'static str> {
-    match varint::decode(buf) {
-        Ok(v) => Ok(v),
-        Err(reason) => overlong_varint(buf, reason),
-    }
-}
-
-/// A 10-byte varint whose last byte holds bits past 64 (which protobuf
-/// drops), or the error `reason`.
-#[cold]
-fn overlong_varint(buf: &[u8], reason: &'static str) -> Result<(u64, usize), &'static str> {
-    match buf.get(..10) {
-        Some(ten) if ten[..9].iter().all(|&b| b >= 0x80) && ten[9] < 0x80 => {
-            let v = ten
-                .iter()
-                .enumerate()
-                .fold(0u64, |v, (i, &b)| v | (((b & 0x7f) as u64) << (7 * i)));
-            Ok((v, 10))
-        }
-        _ => Err(reason),
-    }
-}
+use grist_tensor::wire::{
+    Cursor, FIXED32, FIXED64, LEN, VARINT, count_packed_varints, packed_varints as decode_packed,
+    read_varint,
+};
+pub(crate) use grist_tensor::wire::{WireError, WireResult};
 
 /// The list kinds of OneFlow's `Feature` oneof, by field number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -122,128 +79,6 @@ impl ListKind {
     }
 }
 
-/// A reader of the fields of one message: `pos..end` of the record.
-#[derive(Clone, Debug)]
-pub(crate) struct Fields<'a> {
-    rec: &'a [u8],
-    pos: usize,
-    end: usize,
-}
-
-impl<'a> Fields<'a> {
-    pub(crate) fn new(rec: &'a [u8], range: Range<usize>) -> Self {
-        Fields {
-            rec,
-            pos: range.start,
-            end: range.end,
-        }
-    }
-
-    #[inline]
-    fn at_end(&self) -> bool {
-        self.pos >= self.end
-    }
-
-    #[inline]
-    fn err(&self, reason: &'static str) -> WireError {
-        WireError {
-            reason,
-            offset: self.pos,
-        }
-    }
-
-    #[inline(always)]
-    fn varint(&mut self) -> WireResult<u64> {
-        match read_varint(&self.rec[self.pos..self.end]) {
-            Ok((v, n)) => {
-                self.pos += n;
-                Ok(v)
-            }
-            Err(reason) => Err(self.err(reason)),
-        }
-    }
-
-    /// The next tag: (field number, wire type). An end-group tag outside a
-    /// group is an error (it is only read by `skip_group`).
-    #[inline(always)]
-    fn tag(&mut self) -> WireResult<(u32, u32)> {
-        let start = self.pos;
-        let t = self.varint()?;
-        let (field, wt) = (t >> 3, (t & 7) as u32);
-        let reason = if t >> 32 != 0 {
-            "tag is longer than 32 bits"
-        } else if field == 0 {
-            "field number 0"
-        } else if wt > FIXED32 {
-            "invalid wire type"
-        } else {
-            return Ok((field as u32, wt));
-        };
-        self.pos = start;
-        Err(self.err(reason))
-    }
-
-    /// The range of a length-delimited field's contents (after its tag).
-    #[inline(always)]
-    fn len_field(&mut self) -> WireResult<Range<usize>> {
-        let len = self.varint()?;
-        if len > (self.end - self.pos) as u64 {
-            return Err(self.err("length runs past the end of the message"));
-        }
-        let start = self.pos;
-        self.pos += len as usize;
-        Ok(start..self.pos)
-    }
-
-    #[inline]
-    fn fixed(&mut self, n: usize) -> WireResult<Range<usize>> {
-        if self.end - self.pos < n {
-            return Err(self.err("truncated fixed-width value"));
-        }
-        self.pos += n;
-        Ok(self.pos - n..self.pos)
-    }
-
-    /// Skips a field of wire type `wt` (after its tag).
-    fn skip(&mut self, field: u32, wt: u32) -> WireResult<()> {
-        match wt {
-            VARINT => self.varint().map(drop),
-            FIXED64 => self.fixed(8).map(drop),
-            LEN => self.len_field().map(drop),
-            FIXED32 => self.fixed(4).map(drop),
-            START_GROUP => self.skip_group(field, 1),
-            _ => Err(self.err("unexpected end-group tag")),
-        }
-    }
-
-    fn skip_group(&mut self, field: u32, depth: usize) -> WireResult<()> {
-        if depth > MAX_GROUP_DEPTH {
-            return Err(self.err("groups nest too deep"));
-        }
-        loop {
-            if self.at_end() {
-                return Err(self.err("group without its end tag"));
-            }
-            let start = self.pos;
-            let t = self.varint()?;
-            let (inner, wt) = ((t >> 3) as u32, (t & 7) as u32);
-            if wt == END_GROUP && t >> 32 == 0 {
-                if inner == field {
-                    return Ok(());
-                }
-                self.pos = start;
-                return Err(self.err("end-group tag does not match its group"));
-            }
-            self.pos = start;
-            let (inner, wt) = self.tag()?;
-            match wt {
-                START_GROUP => self.skip_group(inner, depth + 1)?,
-                _ => self.skip(inner, wt)?,
-            }
-        }
-    }
-}
-
 /// Where a feature's value lies in the record, as found by [`scan`]:
 /// its list kind (`None`: a Feature with no list set) and its list
 /// messages.
@@ -286,11 +121,11 @@ pub(crate) fn scan<'a>(
             offset: 0,
         });
     }
-    let mut top = Fields::new(rec, 0..rec.len());
+    let mut top = Cursor::range(rec, 0..rec.len());
     while !top.at_end() {
         let (field, wt) = top.tag()?;
         if field != 1 || wt != LEN {
-            top.skip(field, wt)?;
+            top.skip_with_groups(field, wt)?;
             continue;
         }
         let entry = top.len_field()?;
@@ -378,16 +213,16 @@ fn entry_slow(rec: &[u8], entry: Range<usize>) -> WireResult<(&[u8], FeatureRef)
         end: entry.end as u32,
         run_start: 0,
     };
-    let mut fields = Fields::new(rec, entry);
+    let mut fields = Cursor::range(rec, entry);
     while !fields.at_end() {
         let (field, wt) = fields.tag()?;
         match (field, wt) {
             (1, LEN) => key = &rec[fields.len_field()?],
             (2, LEN) => {
                 let value = fields.len_field()?;
-                let mut feature = Fields::new(rec, value);
+                let mut feature = Cursor::range(rec, value);
                 while !feature.at_end() {
-                    let field_start = feature.pos;
+                    let field_start = feature.offset();
                     let (field, wt) = feature.tag()?;
                     match ListKind::from_field(field) {
                         Some(kind) if wt == LEN => {
@@ -398,11 +233,11 @@ fn entry_slow(rec: &[u8], entry: Range<usize>) -> WireResult<(&[u8], FeatureRef)
                                 out.run_start = field_start as u32;
                             }
                         }
-                        _ => feature.skip(field, wt)?,
+                        _ => feature.skip_with_groups(field, wt)?,
                     }
                 }
             }
-            _ => fields.skip(field, wt)?,
+            _ => fields.skip_with_groups(field, wt)?,
         }
     }
     Ok((key, out))
@@ -449,23 +284,23 @@ pub(crate) fn read_values<S: Sink>(
         Layout::Entry => {}
     }
     let mut n = 0;
-    let mut entry = Fields::new(rec, feature.start as usize..feature.end as usize);
+    let mut entry = Cursor::range(rec, feature.start as usize..feature.end as usize);
     while !entry.at_end() {
         let (field, wt) = entry.tag()?;
         if field != 2 || wt != LEN {
-            entry.skip(field, wt)?;
+            entry.skip_with_groups(field, wt)?;
             continue;
         }
         let value = entry.len_field()?;
-        let mut f = Fields::new(rec, value);
+        let mut f = Cursor::range(rec, value);
         while !f.at_end() {
-            let field_start = f.pos;
+            let field_start = f.offset();
             let (field, wt) = f.tag()?;
             if field == kind.field() && wt == LEN && field_start >= feature.run_start as usize {
                 let list = f.len_field()?;
                 n += read_list(rec, kind, list, sink)?;
             } else {
-                f.skip(field, wt)?;
+                f.skip_with_groups(field, wt)?;
             }
         }
     }
@@ -496,13 +331,13 @@ fn read_list<S: Sink>(
             return read_packed(rec, kind, list.end - packed..list.end, sink);
         }
     }
-    let mut f = Fields::new(rec, list);
+    let mut f = Cursor::range(rec, list);
     let mut n = 0;
     let native = kind.native_wire_type();
     while !f.at_end() {
         let (field, wt) = f.tag()?;
         if field != 1 || (wt != LEN && wt != native) {
-            f.skip(field, wt)?;
+            f.skip_with_groups(field, wt)?;
             continue;
         }
         match (kind, wt) {
@@ -516,11 +351,11 @@ fn read_list<S: Sink>(
                 n += read_packed(rec, kind, v, sink)?;
             }
             (ListKind::Float, _) => {
-                sink.f32s(&rec[f.fixed(4)?]);
+                sink.f32s(&rec[f.fixed_range(4)?]);
                 n += 1;
             }
             (ListKind::Double, _) => {
-                sink.f64s(&rec[f.fixed(8)?]);
+                sink.f64s(&rec[f.fixed_range(8)?]);
                 n += 1;
             }
             (_, LEN) => {
@@ -580,91 +415,12 @@ fn one_packed_field(list: &[u8]) -> Option<usize> {
 /// Reads the packed varints of `rec[range]` into `sink`.
 #[inline]
 fn packed_varints<S: Sink>(rec: &[u8], range: Range<usize>, sink: &mut S) -> WireResult<usize> {
-    let bytes = &rec[range.clone()];
     if S::CHECK_ONLY {
-        return check_packed_varints(bytes, range.start);
+        return count_packed_varints(&rec[range.clone()], range.start);
     }
     // Every varint is at least one byte.
-    sink.reserve_ints(bytes.len());
-    let mut p = 0;
-    let mut n = 0;
-    // While a whole word remains, every varint that ends in it at once;
-    // the last few bytes (and varints over 8 bytes) take the careful path.
-    while let Some(word) = bytes.get(p..).and_then(|b| b.first_chunk::<8>()) {
-        let word = u64::from_le_bytes(*word);
-        let ends = !word & 0x8080_8080_8080_8080;
-        if ends == 0 {
-            break;
-        }
-        let (count, bits) = varint::decode_ends(word, ends, usize::MAX, |v| sink.int(v));
-        n += count;
-        p += (bits / 8) as usize;
-    }
-    // The last bytes (fewer than 8; a scalar is a list of one short
-    // varint): one more word, its bytes past the list set to 0x80 (a
-    // continuation byte ends no varint), so a varint cut short by the end
-    // of the list is left to the careful path. The word is read from the
-    // record around the list when it has the room, else built byte by byte.
-    if p < bytes.len() && bytes.len() - p < 8 {
-        let word = varint::tail_word(rec, range.start + p, bytes.len() - p);
-        let ends = !word & 0x8080_8080_8080_8080;
-        let (count, bits) = varint::decode_ends(word, ends, usize::MAX, |v| sink.int(v));
-        n += count;
-        p += (bits / 8) as usize;
-    }
-    while p < bytes.len() {
-        // Decoded from the rest of the record, so that a whole word is
-        // usually there for the fast path; a varint is self-delimiting, so
-        // only one that runs past the list is wrong.
-        let at = range.start + p;
-        match read_varint(&rec[at..]) {
-            Ok((v, len)) if p + len <= bytes.len() => {
-                sink.int(v);
-                p += len;
-                n += 1;
-            }
-            Ok(_) => {
-                return Err(WireError {
-                    reason: "truncated varint",
-                    offset: at,
-                });
-            }
-            Err(reason) => {
-                // Within the list, the error is the list's own.
-                let reason = read_varint(&bytes[p..]).err().unwrap_or(reason);
-                return Err(WireError { reason, offset: at });
-            }
-        }
-    }
-    Ok(n)
-}
-
-/// Checks packed varints without decoding them: the last byte ends a
-/// varint and no varint is longer than 10 bytes. Returns their number.
-fn check_packed_varints(bytes: &[u8], base: usize) -> WireResult<usize> {
-    let mut run = 0usize;
-    let mut n = 0usize;
-    for (i, &b) in bytes.iter().enumerate() {
-        if b < 0x80 {
-            run = 0;
-            n += 1;
-        } else {
-            run += 1;
-            if run == 10 {
-                return Err(WireError {
-                    reason: "varint longer than 10 bytes",
-                    offset: base + i + 1 - run,
-                });
-            }
-        }
-    }
-    if run > 0 {
-        return Err(WireError {
-            reason: "truncated varint",
-            offset: base + bytes.len() - run,
-        });
-    }
-    Ok(n)
+    sink.reserve_ints(range.len());
+    decode_packed(rec, range, |v| sink.int(v))
 }
 
 /// A sink that collects integers.
@@ -768,85 +524,5 @@ mod tests {
         // End tag with no group, group with no end.
         assert!(features(&[0x4c]).is_err());
         assert!(features(&[0x4b, 0x08, 0x01]).is_err());
-    }
-
-    /// Decodes packed varints one at a time with `read_varint` (the
-    /// reference for the word-at-a-time paths).
-    fn one_by_one(bytes: &[u8], base: usize) -> WireResult<Vec<i64>> {
-        let mut out = Vec::new();
-        let mut rest = bytes;
-        while !rest.is_empty() {
-            let offset = base + bytes.len() - rest.len();
-            let (v, len) = read_varint(rest).map_err(|reason| WireError { reason, offset })?;
-            out.push(v as i64);
-            rest = &rest[len..];
-        }
-        Ok(out)
-    }
-
-    #[test]
-    fn packed_varints_of_every_length_and_tail_agree_with_one_by_one() {
-        fn encode(mut v: u64, out: &mut Vec<u8>) {
-            while v >= 0x80 {
-                out.push(v as u8 | 0x80);
-                v >>= 7;
-            }
-            out.push(v as u8);
-        }
-        let mut seed = 7u64;
-        for case in 0..3000 {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let mut list = Vec::new();
-            for k in 0..(seed >> 60) as usize {
-                let bits = (seed >> (k * 5 % 50)) % 64;
-                encode((seed.rotate_left(k as u32 * 7)) >> (63 - bits), &mut list);
-            }
-            // Sometimes cut inside the last varint.
-            if case % 5 == 4 && !list.is_empty() && list[list.len() - 1] < 0x80 {
-                list.pop();
-                if let Some(b) = list.last_mut() {
-                    *b |= 0x80;
-                }
-            }
-            // The list at the end of the record (no room past it) and in
-            // the middle (bytes past it that must not be read as its own).
-            for (before, after) in [(0usize, 0usize), (3, 9), (1, 2)] {
-                let mut rec = vec![0x81; before];
-                rec.extend_from_slice(&list);
-                rec.extend(std::iter::repeat_n(0x05, after));
-                let range = before..before + list.len();
-                let mut got: Vec<i64> = Vec::new();
-                let n = packed_varints(&rec, range.clone(), &mut got);
-                let want = one_by_one(&list, before);
-                match want {
-                    Ok(v) => {
-                        assert_eq!(n, Ok(v.len()), "{list:x?} {before} {after}");
-                        assert_eq!(got, v, "{list:x?} {before} {after}");
-                    }
-                    Err(e) => assert_eq!(n, Err(e), "{list:x?} {before} {after}"),
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn packed_varint_checks_agree_with_decoding() {
-        let cases: [&[u8]; 5] = [
-            &[0x01, 0x96, 0x01],
-            &[0x80],
-            &[0xff; 10],
-            &[
-                0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x02,
-            ],
-            &[],
-        ];
-        for bytes in cases {
-            let mut v: Vec<i64> = Vec::new();
-            let decoded = packed_varints(bytes, 0..bytes.len(), &mut v);
-            let checked = check_packed_varints(bytes, 0);
-            assert_eq!(decoded, checked, "{bytes:?}");
-        }
     }
 }

@@ -416,7 +416,7 @@ proptest! {
             let fields = [FeatureSpec::varlen("a", DType::Int64).into()];
             let mut decoder = OfRecordDecoder::with_fields(&fields).unwrap();
             let decoded = decoder.decode_batch(&"d".into(), 0, [bytes]);
-            let refused = decoded.as_ref().err().is_some_and(|e| e.kind() == "protobuf");
+            let refused = decoded.as_ref().err().is_some_and(|e| e.manifest_kind() == "protobuf");
             prop_assert_eq!(refused, ours.is_err(), "{:?} vs {:?}", decoded, ours);
         }
     }

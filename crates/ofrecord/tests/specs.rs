@@ -24,11 +24,11 @@ fn spec(v: serde_json::Value) -> Field {
 /// The feature problem of a failed decode, with the record it names.
 fn problem(result: Result<Batch, Error>) -> (FeatureProblem, u64, String) {
     match result {
-        Err(Error::Feature {
-            at,
-            feature,
+        Err(Error::Feature { at, problem }) => (
             problem,
-        }) => (problem, at.record, feature),
+            at.record.expect("a record"),
+            at.feature.as_deref().expect("a feature").to_string(),
+        ),
         other => panic!("expected a feature error, got {other:?}"),
     }
 }
@@ -68,7 +68,7 @@ fn dense_defaults_missing_features_and_type_mismatches() {
     );
     let wrong_count = FeatureSpec::dense("a", DType::Int64, [3]).into();
     let (p, _, _) = problem(decode(&[wrong_count], &records));
-    assert_eq!(p.kind(), "length_mismatch");
+    assert_eq!(grist_ofrecord::problem_manifest_kind(&p), "length_mismatch");
     // Bool has no list of its own: int64 is a mismatch, int32 is read.
     let flags = vec![RecordBuilder::new().with_int32s("f", [0, 5]).encode()];
     let b = decode(&[FeatureSpec::dense("f", DType::Bool, [2]).into()], &flags).unwrap();
@@ -137,7 +137,14 @@ fn sparse_features_sort_rows_and_check_indices() {
     let (p, _, feature) = problem(decode(&[sparse.clone().into()], &out_of_range));
     assert_eq!(
         (p, feature.as_str()),
-        (FeatureProblem::IndexOutOfRange { index: 5, size: 5 }, "sp")
+        (
+            FeatureProblem::IndexOutOfRange {
+                dim: None,
+                index: 5,
+                size: 5
+            },
+            "sp"
+        )
     );
     let counts = vec![
         RecordBuilder::new()
@@ -149,6 +156,7 @@ fn sparse_features_sort_rows_and_check_indices() {
     assert_eq!(
         p,
         FeatureProblem::IndexCountMismatch {
+            dim: None,
             indices: 2,
             values: 1
         }
@@ -227,7 +235,10 @@ fn oneflow_raw_decoder_converts_truncates_and_varies() {
     );
     let i8s = RawSpec::new("x", [3], RawDType::Int8).with_truncate(true);
     let (p, record, _) = problem(decode(&[i8s.into()], &records));
-    assert_eq!((p.kind(), record), ("overflow_undefined_in_oneflow", 10));
+    assert_eq!(
+        (grist_ofrecord::problem_manifest_kind(&p), record),
+        ("overflow_undefined_in_oneflow", 10)
+    );
 
     // Varying length: a ragged column, at most the shape's worth.
     let varying = RawSpec::new("x", [3], RawDType::Float32).with_dim1_varying_length(true);
@@ -256,6 +267,7 @@ fn oneflow_raw_decoder_converts_truncates_and_varies() {
         (p, record),
         (
             FeatureProblem::WrongCount {
+                dim: None,
                 expected: 3,
                 actual: 1
             },
@@ -268,9 +280,12 @@ fn oneflow_raw_decoder_converts_truncates_and_varies() {
             .encode(),
     ];
     let (p, _, _) = problem(decode(&[exact.clone().into()], &nokind));
-    assert_eq!(p.kind(), "unsupported_kind");
+    assert_eq!(
+        grist_ofrecord::problem_manifest_kind(&p),
+        "unsupported_kind"
+    );
     let (p, _, _) = problem(decode(&[exact.into()], &[Vec::new()]));
-    assert_eq!(p.kind(), "feature_missing");
+    assert_eq!(grist_ofrecord::problem_manifest_kind(&p), "feature_missing");
 }
 
 #[test]
@@ -306,7 +321,7 @@ fn oneflow_bytes_decoders() {
     assert_eq!(p, FeatureProblem::BytesValueCount { actual: 2 });
     let ints = vec![RecordBuilder::new().with_int32s("b", [1]).encode()];
     let (p, _, _) = problem(decode(&[bytes], &ints));
-    assert_eq!(p.kind(), "not_bytes_list");
+    assert_eq!(grist_ofrecord::problem_manifest_kind(&p), "not_bytes_list");
 }
 
 #[test]
@@ -325,7 +340,7 @@ fn failed_rows_leave_whole_rows_and_the_decoder_reusable() {
     ];
     let mut decoder = OfRecordDecoder::with_fields(&fields).unwrap();
     let mut out = decoder.new_batch(2);
-    let at = grist_ofrecord::Location::new("f".into(), 0);
+    let at = grist_ofrecord::Location::record("f", 0);
     decoder.decode(&good, &at, &mut out).unwrap();
     assert!(decoder.decode(&bad, &at, &mut out).is_err());
     assert!(decoder.decode(&[0x0f], &at, &mut out).is_err());
@@ -358,7 +373,7 @@ fn damage_in_unread_features_is_still_an_error() {
     ));
     let fields = [FeatureSpec::dense("a", DType::Int64, [1]).into()];
     match decode(&fields, &[bytes]) {
-        Err(e @ Error::Malformed { .. }) => assert_eq!(e.kind(), "protobuf"),
+        Err(e @ Error::Malformed { .. }) => assert_eq!(e.manifest_kind(), "protobuf"),
         other => panic!("{other:?}"),
     }
 }

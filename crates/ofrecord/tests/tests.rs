@@ -4,6 +4,7 @@
 mod corpus;
 mod decoders;
 mod differential;
+mod errors;
 mod specs;
 mod support;
 mod truncation;

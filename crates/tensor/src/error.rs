@@ -1,4 +1,10 @@
 //! The shared error vocabulary.
+//!
+//! The rule every grist error follows: a variant that has a cause returns
+//! it from `source()` and leaves it out of its own message, so that a
+//! printer of the whole chain (the CLI's `{e:#}`, joined by ": ") shows
+//! each cause once. A variant that only wraps another error is
+//! `#[error(transparent)]`.
 
 /// Errors raised by `grist-tensor`: invalid specs and hit limits. Format
 /// crates wrap it in their own error enums.
@@ -34,7 +40,7 @@ pub enum TensorError {
         reason: String,
     },
     /// A spec file is not valid JSON or not a spec.
-    #[error("invalid spec JSON: {source}")]
+    #[error("invalid spec JSON")]
     SpecJson {
         /// The JSON error.
         source: serde_json::Error,
@@ -65,7 +71,7 @@ pub enum TensorError {
     #[error("{at}: {reason}")]
     BadIndex {
         /// The record the index entry is for.
-        at: crate::Location,
+        at: Box<crate::Location>,
         /// What does not match.
         reason: String,
     },
@@ -76,7 +82,7 @@ pub enum TensorError {
     #[error("{at}")]
     Io {
         /// The file (and record, where one was being read).
-        at: crate::Location,
+        at: Box<crate::Location>,
         /// The cause.
         #[source]
         source: std::io::Error,

@@ -131,7 +131,7 @@ impl FramedFiles {
                 .ok()
                 .and_then(|i| file.entries.get(i))
                 .ok_or_else(|| TensorError::BadIndex {
-                    at: Location::record(file.input.name().clone(), r),
+                    at: Box::new(Location::record(file.input.name().clone(), r)),
                     reason: format!("the index has {} records", file.entries.len()),
                 })?;
             frames.push((f, offset, len));
@@ -251,7 +251,9 @@ impl FramedFiles {
                 .filter(|&(_, end)| end <= map.len());
             let Some((start, end)) = range else {
                 return Err(Box::new(TensorError::Io {
-                    at: Location::record(file.input.name().clone(), r).with_offset(offset),
+                    at: Box::new(
+                        Location::record(file.input.name().clone(), r).with_offset(offset),
+                    ),
                     source: io::Error::new(
                         io::ErrorKind::UnexpectedEof,
                         format!(

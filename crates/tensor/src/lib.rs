@@ -54,6 +54,8 @@ mod spec;
 pub mod synth;
 mod tensor;
 pub mod varint;
+#[doc(hidden)]
+pub mod wire;
 
 pub use builder::{
     BatchBuilder, BuilderColumn, ColumnBuilder, DenseBuilder, PaddedBuilder, PartitionBuffer,

@@ -339,7 +339,11 @@ pub enum ErrorKind {
 /// with the file as a [`Location`]. Every format's error has a variant
 /// for it, so that the path or URL is printed once and the cause once.
 #[derive(Debug)]
-pub struct StorageError {
+pub struct StorageError(Box<StorageInner>);
+
+/// Boxed, so that results carrying the error stay small.
+#[derive(Debug)]
+struct StorageInner {
     at: Location,
     error: grist_io::Error,
 }
@@ -347,10 +351,10 @@ pub struct StorageError {
 impl StorageError {
     /// `error`, about the file named `file` in messages.
     pub fn new(file: impl Into<Arc<str>>, error: grist_io::Error) -> Self {
-        StorageError {
+        StorageError(Box::new(StorageInner {
             at: Location::file(file),
             error,
-        }
+        }))
     }
 
     /// The storage layer's error, when `e` (from a reader of the storage
@@ -371,39 +375,38 @@ impl StorageError {
 
     /// The storage layer's error.
     pub fn error(&self) -> &grist_io::Error {
-        &self.error
+        &self.0.error
     }
 
     /// Whether nothing is at the address.
     pub fn is_not_found(&self) -> bool {
-        self.error.is_not_found()
+        self.0.error.is_not_found()
     }
 }
 
 impl fmt::Display for StorageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.error, f)
+        fmt::Display::fmt(&self.0.error, f)
     }
 }
 
 impl std::error::Error for StorageError {
     // The storage error's own message is ours: its cause comes next.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        std::error::Error::source(&self.error)
+        std::error::Error::source(&self.0.error)
     }
 }
 
 impl FormatError for StorageError {
     fn location(&self) -> Option<&Location> {
-        Some(&self.at)
+        Some(&self.0.at)
     }
 
     fn kind(&self) -> ErrorKind {
-        match &self.error {
+        match &self.0.error {
             grist_io::Error::BadAddress { .. }
             | grist_io::Error::BadPattern { .. }
-            | grist_io::Error::NotFound { .. }
-            | grist_io::Error::NotAFile { .. } => ErrorKind::Argument,
+            | grist_io::Error::BadRange { .. } => ErrorKind::Argument,
             grist_io::Error::Unsupported { .. } => ErrorKind::Unsupported,
             _ => ErrorKind::Io,
         }

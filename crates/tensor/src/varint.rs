@@ -1,6 +1,10 @@
 //! Base-128 varints (protobuf's, and Avro's after zig-zag), decoded fast:
 //! a varint of up to 8 bytes in one word, without a branch per byte.
 //!
+//! [`decode`] is strict: a 10th byte above 1 (bits past 64) fails, as
+//! Avro's readers do. Protobuf's parsers drop those bits instead:
+//! protobuf readers use `grist_tensor::wire::read_varint`, built on these.
+//!
 //! ```
 //! use grist_tensor::varint;
 //! assert_eq!(varint::decode(&[0x96, 0x01]), Ok((150, 2)));

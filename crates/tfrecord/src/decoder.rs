@@ -8,9 +8,10 @@ use grist_tensor::{
     RaggedBuilder, Section, SparseBuilder, SpecFile, Values,
 };
 
-use crate::error::{Error, FeatureProblem, Location, Result};
+use crate::error::{Error, Result};
 use crate::plan::{ColumnPlan, KeyTable, Plan, Role, SequencePlan};
 use crate::wire::{self, Cursor, FeatureRef, Kind, LEN, Span, WireError};
+use grist_tensor::{FeatureProblem, Location};
 
 /// The hot path's result: the error boxed, so results stay small.
 type Hot<T> = std::result::Result<T, Box<Error>>;
@@ -341,10 +342,10 @@ impl ExampleDecoder {
     ) -> Result<Batch> {
         let records = records.into_iter();
         let mut out = self.recycled_batch(records.size_hint().0);
-        let mut at = Location::new(file.clone(), first_record);
-        for r in records {
+        let mut at = Location::record(file.clone(), first_record);
+        for (i, r) in records.enumerate() {
+            at.record = Some(first_record.saturating_add(i as u64));
             self.decode(r, &at, &mut out)?;
-            at.record += 1;
         }
         self.finish(&mut out, file, first_record)
     }
@@ -361,15 +362,13 @@ impl ExampleDecoder {
         self.learn_sizes(out);
         out.finish().map_err(|e| match e {
             grist_tensor::TensorError::BadRagged { feature, reason } => Error::Feature {
-                at: Location::new(file.clone(), first_record),
-                feature,
-                problem: FeatureProblem::BadPartition {
-                    key: String::new(),
-                    reason,
-                },
+                at: Location::record(file.clone(), first_record)
+                    .with_feature(feature)
+                    .into(),
+                problem: FeatureProblem::BadPartition { key: None, reason },
             },
             other @ grist_tensor::TensorError::LimitExceeded { .. } => Error::BatchTooLarge {
-                at: Location::new(file.clone(), first_record),
+                at: Location::record(file.clone(), first_record).into(),
                 source: other,
             },
             other => Error::Spec(other),
@@ -576,7 +575,7 @@ impl ExampleDecoder {
     fn decode_inner(&mut self, record: &[u8], at: &Location, out: &mut BatchBuilder) -> Hot<()> {
         if record.len() > u32::MAX as usize {
             return Err(Box::new(Error::RecordTooLarge {
-                at: at.clone(),
+                at: at.clone().into(),
                 len: record.len() as u64,
                 max: u32::MAX as u64,
             }));
@@ -590,7 +589,7 @@ impl ExampleDecoder {
         };
         let malformed = |e: WireError| {
             Box::new(Error::Malformed {
-                at: at.clone(),
+                at: at.clone().into(),
                 message,
                 reason: e.reason,
                 offset: e.offset,
@@ -652,7 +651,7 @@ fn for_each_entry(
             continue;
         }
         let mut entry = features.message()?;
-        let (key, value) = match entry.key_value() {
+        let (key, value) = match wire::key_value(&entry) {
             Some(kv) => kv,
             None => {
                 let mut key: &[u8] = b"";
@@ -664,7 +663,7 @@ fn for_each_entry(
                     let (f, w) = entry.tag()?;
                     match (f, w) {
                         (1, LEN) => key = entry.bytes()?,
-                        (2, LEN) => value = entry.span()?,
+                        (2, LEN) => value = wire::span(&mut entry)?,
                         _ => entry.skip(w)?,
                     }
                 }
@@ -805,7 +804,7 @@ impl<'r> Ctx<'r> {
     #[cold]
     fn malformed(&self, e: WireError) -> Box<Error> {
         Box::new(Error::Malformed {
-            at: self.at.clone(),
+            at: self.at.clone().into(),
             message: "Feature",
             reason: e.reason,
             offset: e.offset,
@@ -815,8 +814,7 @@ impl<'r> Ctx<'r> {
     #[cold]
     fn problem(&self, feature: &str, problem: FeatureProblem) -> Box<Error> {
         Box::new(Error::Feature {
-            at: self.at.clone(),
-            feature: feature.to_string(),
+            at: self.at.clone().with_feature(feature).into(),
             problem,
         })
     }
@@ -835,7 +833,7 @@ impl<'r> Ctx<'r> {
             Some(k) => Err(self.problem(
                 &self.keys.name(slot),
                 FeatureProblem::TypeMismatch {
-                    expected: dtype,
+                    expected: dtype.tf_name(),
                     actual: k.name(),
                 },
             )),
@@ -868,6 +866,7 @@ impl<'r> Ctx<'r> {
                             return Err(self.problem(
                                 name,
                                 FeatureProblem::WrongCount {
+                                    dim: None,
                                     expected: *row_len,
                                     actual: n,
                                 },
@@ -1055,6 +1054,7 @@ impl<'r> Ctx<'r> {
                         return Err(self.problem(
                             name,
                             FeatureProblem::WrongCount {
+                                dim: None,
                                 expected: *item_len,
                                 actual: n,
                             },
@@ -1129,7 +1129,7 @@ impl<'r> Ctx<'r> {
                     return Err(self.problem(
                         name,
                         FeatureProblem::TypeMismatch {
-                            expected: dtype,
+                            expected: dtype.tf_name(),
                             actual: k.name(),
                         },
                     ));
@@ -1149,13 +1149,18 @@ pub(crate) fn check_sparse(ids: &[Vec<i64>], nnz: usize, sizes: &[i64]) -> Optio
     for (id, &size) in ids.iter().zip(sizes) {
         if id.len() != nnz {
             return Some(FeatureProblem::IndexCountMismatch {
+                dim: None,
                 indices: id.len(),
                 values: nnz,
             });
         }
         // One unsigned compare rejects negative indices too.
         if let Some(&bad) = id.iter().find(|&&i| i as u64 >= size as u64) {
-            return Some(FeatureProblem::IndexOutOfRange { index: bad, size });
+            return Some(FeatureProblem::IndexOutOfRange {
+                dim: None,
+                index: bad,
+                size,
+            });
         }
     }
     None

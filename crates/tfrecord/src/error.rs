@@ -1,119 +1,16 @@
 //! The error type of grist-tfrecord.
 
-use std::fmt;
 use std::sync::Arc;
 
-use grist_tensor::{DType, TensorError};
-
-/// Where in the input an error happened: a file (empty when decoding bytes
-/// that did not come from a file) and a record number within it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Location {
-    /// The file name, or empty.
-    pub file: Arc<str>,
-    /// The record number within the file (0-based).
-    pub record: u64,
-}
-
-impl Location {
-    /// A location in `file`.
-    pub fn new(file: Arc<str>, record: u64) -> Self {
-        Location { file, record }
-    }
-}
-
-impl fmt::Display for Location {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.file.is_empty() {
-            write!(f, "record {}", self.record)
-        } else {
-            write!(f, "{}: record {}", self.file, self.record)
-        }
-    }
-}
-
-/// What is wrong with one feature of one record.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum FeatureProblem {
-    /// The feature holds another list kind than the spec's dtype needs.
-    TypeMismatch {
-        /// The dtype the spec asks for.
-        expected: DType,
-        /// The list kind found (`"int64_list"`, `"float_list"`, `"bytes_list"`).
-        actual: &'static str,
-    },
-    /// A dense feature has the wrong number of values.
-    WrongCount {
-        /// The number of values the shape needs.
-        expected: usize,
-        /// The number found.
-        actual: usize,
-    },
-    /// A sequence feature's value count is not a multiple of its item size.
-    NotMultiple {
-        /// The item size.
-        item: usize,
-        /// The number of values found.
-        actual: usize,
-    },
-    /// A required feature (no default) is missing.
-    Missing,
-    /// A `SparseFeature` index is outside `[0, size)`.
-    IndexOutOfRange {
-        /// The index found.
-        index: i64,
-        /// The dense size of the dimension.
-        size: i64,
-    },
-    /// `SparseFeature` index and value lists differ in length.
-    IndexCountMismatch {
-        /// The number of indices.
-        indices: usize,
-        /// The number of values.
-        values: usize,
-    },
-    /// A `RaggedFeature` partition is inconsistent with its values.
-    BadPartition {
-        /// The partition feature.
-        key: String,
-        /// What is wrong.
-        reason: String,
-    },
-}
-
-impl fmt::Display for FeatureProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FeatureProblem::TypeMismatch { expected, actual } => write!(
-                f,
-                "data types don't match: expected {}, found {actual}",
-                expected.tf_name()
-            ),
-            FeatureProblem::WrongCount { expected, actual } => write!(
-                f,
-                "number of values != expected: found {actual}, the shape needs {expected}"
-            ),
-            FeatureProblem::NotMultiple { item, actual } => write!(
-                f,
-                "{actual} values are not a multiple of the item size {item}"
-            ),
-            FeatureProblem::Missing => write!(f, "is required but could not be found"),
-            FeatureProblem::IndexOutOfRange { index, size } => {
-                write!(f, "index {index} is out of bounds [0, {size})")
-            }
-            FeatureProblem::IndexCountMismatch { indices, values } => {
-                write!(f, "{indices} indices but {values} values")
-            }
-            FeatureProblem::BadPartition { key, reason } => {
-                write!(f, "partition {key:?}: {reason}")
-            }
-        }
-    }
-}
+use grist_tensor::{ErrorKind, FeatureProblem, FormatError, Location, TensorError};
 
 /// Errors of grist-tfrecord, sorted by who is at fault: bad data, bad
 /// arguments, limits, I/O.
+///
+/// Each variant with a place holds it as a boxed [`Location`], so that the
+/// error (and a `Result` of it) stays under clippy's `result_large_err`
+/// threshold; a cause is returned by `source()` and left out of the
+/// variant's own message, so that printing the chain shows it once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -122,7 +19,7 @@ pub enum Error {
     #[error("{at}: corrupted record at {offset}: length CRC mismatch")]
     CorruptLength {
         /// The record.
-        at: Location,
+        at: Box<Location>,
         /// Byte offset of the record's start in the (decompressed) stream.
         offset: u64,
     },
@@ -131,7 +28,7 @@ pub enum Error {
     #[error("{at}: corrupted record at {offset}: data CRC mismatch")]
     CorruptData {
         /// The record.
-        at: Location,
+        at: Box<Location>,
         /// Byte offset of the payload in the (decompressed) stream.
         offset: u64,
     },
@@ -140,15 +37,15 @@ pub enum Error {
     #[error("{at}: truncated record at {offset}")]
     Truncated {
         /// The record.
-        at: Location,
+        at: Box<Location>,
         /// Byte offset of the record's start in the (decompressed) stream.
         offset: u64,
     },
     /// The compressed stream is damaged.
-    #[error("{at}: corrupt compressed stream: {source}")]
+    #[error("{at}: corrupt compressed stream")]
     Decompress {
         /// The record being read when inflating failed.
-        at: Location,
+        at: Box<Location>,
         /// The codec's error.
         source: std::io::Error,
     },
@@ -156,7 +53,7 @@ pub enum Error {
     #[error("{at}: could not parse {message}: {reason} at byte {offset}")]
     Malformed {
         /// The record.
-        at: Location,
+        at: Box<Location>,
         /// The message type (`"Example"`, `"SequenceExample"`).
         message: &'static str,
         /// What is wrong with the wire format.
@@ -165,21 +62,19 @@ pub enum Error {
         offset: usize,
     },
     /// One feature of a record does not fit its spec.
-    #[error("{at}: feature {feature:?}: {problem}")]
+    #[error("{at}: {problem}")]
     Feature {
-        /// The record.
-        at: Location,
-        /// The feature name (or key).
-        feature: String,
+        /// The record and the feature (or key).
+        at: Box<Location>,
         /// What is wrong.
         problem: FeatureProblem,
     },
     /// Finishing a batch would allocate more than [`grist_tensor::Limits`]
     /// allow (e.g. padding fixed-length sequences to a very long one).
-    #[error("batch starting at {at}: {source}")]
+    #[error("batch starting at {at}")]
     BatchTooLarge {
         /// The batch's first record.
-        at: Location,
+        at: Box<Location>,
         /// The limit that was hit.
         source: TensorError,
     },
@@ -227,7 +122,7 @@ pub enum Error {
     #[error("{at}: record of {len} bytes exceeds the limit of {max} bytes")]
     RecordTooLarge {
         /// The record.
-        at: Location,
+        at: Box<Location>,
         /// Its length.
         len: u64,
         /// The limit.
@@ -238,7 +133,7 @@ pub enum Error {
     #[error(transparent)]
     Storage(#[from] grist_tensor::StorageError),
     /// An I/O error.
-    #[error("{file}: {source}")]
+    #[error("{file}")]
     Io {
         /// The file.
         file: Arc<str>,
@@ -248,7 +143,8 @@ pub enum Error {
 }
 
 impl Error {
-    /// The location of a data error, if it has one.
+    /// The location of a data error, if it has one (the same as
+    /// [`FormatError::location`]).
     pub fn location(&self) -> Option<&Location> {
         match self {
             Error::CorruptLength { at, .. }
@@ -257,7 +153,38 @@ impl Error {
             | Error::Decompress { at, .. }
             | Error::Malformed { at, .. }
             | Error::Feature { at, .. }
-            | Error::RecordTooLarge { at, .. } => Some(at),
+            | Error::BatchTooLarge { at, .. }
+            | Error::RecordTooLarge { at, .. } => Some(at.as_ref()),
+            Error::Storage(e) => FormatError::location(e),
+            Error::BadIndex { .. }
+            | Error::RecordOutOfRange { .. }
+            | Error::Spec(_)
+            | Error::CompressionDisabled { .. }
+            | Error::NeedsUncompressed { .. }
+            | Error::Io { .. } => None,
+        }
+    }
+
+    /// The same error with the record's number in its dataset set in its
+    /// location (for records that are samples of a larger dataset, such
+    /// as FFRecord's tf.Example payloads).
+    pub fn with_index(mut self, index: u64) -> Self {
+        if let Some(at) = self.location_mut() {
+            at.index = Some(index);
+        }
+        self
+    }
+
+    fn location_mut(&mut self) -> Option<&mut Location> {
+        match self {
+            Error::CorruptLength { at, .. }
+            | Error::CorruptData { at, .. }
+            | Error::Truncated { at, .. }
+            | Error::Decompress { at, .. }
+            | Error::Malformed { at, .. }
+            | Error::Feature { at, .. }
+            | Error::BatchTooLarge { at, .. }
+            | Error::RecordTooLarge { at, .. } => Some(at.as_mut()),
             _ => None,
         }
     }
@@ -271,6 +198,30 @@ impl Error {
                 | Error::Truncated { .. }
                 | Error::Decompress { .. }
         )
+    }
+}
+
+impl FormatError for Error {
+    fn location(&self) -> Option<&Location> {
+        Error::location(self)
+    }
+
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Error::CorruptLength { .. }
+            | Error::CorruptData { .. }
+            | Error::Truncated { .. }
+            | Error::Decompress { .. }
+            | Error::Malformed { .. }
+            | Error::Feature { .. }
+            | Error::BadIndex { .. } => ErrorKind::Data,
+            Error::RecordOutOfRange { .. } | Error::NeedsUncompressed { .. } => ErrorKind::Argument,
+            Error::Spec(e) => e.kind(),
+            Error::BatchTooLarge { .. } | Error::RecordTooLarge { .. } => ErrorKind::Limit,
+            Error::CompressionDisabled { .. } => ErrorKind::Unsupported,
+            Error::Storage(e) => e.kind(),
+            Error::Io { .. } => ErrorKind::Io,
+        }
     }
 }
 

@@ -18,12 +18,13 @@ use grist_tensor::{
 
 use crate::compression::Compression;
 use crate::decoder::ExampleDecoder;
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Result};
 use crate::framing::{Decoded, FrameDecoder, ReaderOptions, data_crc_matches, masked_crc32c};
 use crate::index::parse_index;
 use crate::records::{example_to_json, sequence_example_to_json};
 use crate::report;
 use crate::source::TfStream;
+use grist_tensor::Location;
 
 /// The file-name endings of TFRecord data, before a compression suffix.
 const EXTENSIONS: [&str; 3] = [".tfrecord", ".tfrecords", ".tfr"];
@@ -335,7 +336,7 @@ impl ByNumber for Indexed {
             match dec.decode(&frame)? {
                 Decoded::Frame(fr) if fr.len == len => Ok(frame.slice(fr.payload)),
                 other => Err(Box::new(grist_tensor::TensorError::BadIndex {
-                    at: grist_tensor::Location::record(input.name().clone(), r),
+                    at: Box::new(grist_tensor::Location::record(input.name().clone(), r)),
                     reason: format!(
                         "the index says the frame at {offset} is {len} bytes, the file's frame {}",
                         match other {
@@ -369,13 +370,11 @@ impl grist_tensor::Decoder for ExampleDecoder {
         out: &mut BatchBuilder,
     ) -> Result<Option<usize>, BoxError> {
         for i in rows {
-            let at = Location::new(
-                chunk.file.clone(),
-                chunk.first_record.saturating_add(i as u64),
-            );
+            let number = chunk.first_record.saturating_add(i as u64);
+            let at = Location::record(chunk.file.clone(), number);
             let record = chunk.record(i).ok_or_else(|| Error::RecordOutOfRange {
                 file: chunk.file.clone(),
-                record: at.record,
+                record: number,
                 count: chunk.first_record.saturating_add(chunk.record_count as u64),
             })?;
             self.decode(record, &at, out)?;
@@ -391,7 +390,7 @@ impl grist_tensor::Decoder for ExampleDecoder {
     ) -> Result<(), BoxError> {
         Ok(self.decode(
             &record.payload,
-            &Location::new(file.clone(), record.record),
+            &Location::record(file.clone(), record.record),
             out,
         )?)
     }
@@ -410,10 +409,10 @@ impl grist_tensor::Decoder for ExampleDecoder {
             };
             if !data_crc_matches(&chunk.data, span.clone()) {
                 return Err(Box::new(Error::CorruptData {
-                    at: Location::new(
+                    at: Box::new(Location::record(
                         chunk.file.clone(),
                         chunk.first_record.saturating_add(row as u64),
-                    ),
+                    )),
                     offset: chunk.offset + span.start as u64,
                 }));
             }
@@ -462,7 +461,7 @@ impl Records for TfRecords {
     }
 
     fn to_json(&self, record: &RawRecord) -> Result<serde_json::Value, BoxError> {
-        let at = Location::new(record.at.file.clone(), record.at.record.unwrap_or_default());
+        let at = Location::record(record.at.file.clone(), record.at.record.unwrap_or_default());
         Ok(if self.options.sequence {
             sequence_example_to_json(&record.bytes, &at)?
         } else {

@@ -26,7 +26,8 @@ use bytes::Bytes;
 use grist_tensor::Limits;
 
 use crate::compression::{CompressedReader, Compression};
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Result};
+use grist_tensor::Location;
 
 /// Bytes before the payload: the length and its CRC.
 pub const HEADER_LEN: usize = 12;
@@ -309,7 +310,7 @@ impl FrameDecoder {
     }
 
     fn at(&self) -> Location {
-        Location::new(self.file.clone(), self.record)
+        Location::record(self.file.clone(), self.record)
     }
 
     /// Parses the frame at the start of `buf`.
@@ -330,7 +331,7 @@ impl FrameDecoder {
             let stored = u32::from_le_bytes(crc_bytes.try_into().unwrap_or_default());
             if masked_crc32c(len_bytes) != stored {
                 return Err(Error::CorruptLength {
-                    at: self.at(),
+                    at: self.at().into(),
                     offset: self.offset,
                 });
             }
@@ -353,7 +354,7 @@ impl FrameDecoder {
                 .unwrap_or_default();
             if masked_crc32c(&frame[payload.clone()]) != u32::from_le_bytes(footer) {
                 return Err(Error::CorruptData {
-                    at: self.at(),
+                    at: self.at().into(),
                     offset: self.offset.saturating_add(HEADER_LEN as u64),
                 });
             }
@@ -370,7 +371,7 @@ impl FrameDecoder {
     pub(crate) fn check_len(&self, len: u64) -> Result<()> {
         if len > self.max_len {
             return Err(Error::RecordTooLarge {
-                at: self.at(),
+                at: self.at().into(),
                 len,
                 max: self.max_len,
             });
@@ -386,7 +387,7 @@ impl FrameDecoder {
             Ok(())
         } else {
             Err(Error::Truncated {
-                at: self.at(),
+                at: self.at().into(),
                 offset: self.offset,
             })
         }
@@ -609,7 +610,7 @@ pub(crate) fn read_error(
     );
     if compression != Compression::None && inflate_error {
         Error::Decompress {
-            at: Location::new(file.clone(), record),
+            at: Location::record(file.clone(), record).into(),
             source,
         }
     } else {

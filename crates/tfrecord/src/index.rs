@@ -390,7 +390,7 @@ impl IndexedReader {
             frame.clear();
             return Err(if source.kind() == io::ErrorKind::UnexpectedEof {
                 Error::Truncated {
-                    at: crate::Location::new(self.name.clone(), record),
+                    at: crate::Location::record(self.name.clone(), record).into(),
                     offset: entry.offset,
                 }
             } else {

@@ -67,7 +67,6 @@ mod compression;
 mod format;
 mod framing;
 mod index;
-mod interim;
 mod source;
 mod writer;
 
@@ -82,12 +81,13 @@ mod wire;
 pub use compression::{CompressedReader, CompressedWriter, Compression};
 pub use decoder::ExampleDecoder;
 pub use encode::{ExampleBuilder, encode_batch};
-pub use error::{Error, FeatureProblem, Location, Result};
+pub use error::{Error, Result};
 pub use format::TfRecordFormat;
 pub use framing::{
     Decoded, FOOTER_LEN, FRAME_OVERHEAD, Frame, FrameDecoder, HEADER_LEN, ReaderOptions,
     RecordReader, Records, data_crc_matches, mask_crc, masked_crc32c, unmask_crc,
 };
+pub use grist_tensor::{FeatureProblem, FormatError, Location};
 pub use index::{
     IndexEntry, IndexedReader, build_index, index_path, parse_index, read_index, verify_index,
     write_index, write_index_to,

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use prost::Message;
 use serde_json::{Map, Value, json};
 
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Result};
 use crate::proto;
+use grist_tensor::Location;
 use grist_tensor::json::{bytes_to_json, float_to_json};
 
 /// The JSON form of one `tf.train.Feature`: `{"int64_list": [...]}`,
@@ -40,7 +41,7 @@ fn features_to_json(features: &BTreeMap<String, proto::Feature>) -> Value {
 
 fn protobuf_error(at: &Location, message: &'static str) -> Error {
     Error::Malformed {
-        at: at.clone(),
+        at: at.clone().into(),
         message,
         reason: "not a valid protobuf message of this type",
         offset: 0,

@@ -13,11 +13,12 @@ use prost::Message as _;
 use serde_json::json;
 
 use crate::compression::Compression;
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Result};
 use crate::format::TfRecordFormat;
 use crate::framing::{FRAME_OVERHEAD, ReaderOptions, RecordReader};
 use crate::index::{IndexEntry, compare_index, parse_index, write_index_to};
 use crate::proto::{self, feature::Kind};
+use grist_tensor::Location;
 
 /// A TFRecord file read record by record.
 pub(crate) type FileReader = RecordReader<Box<dyn Read + Send>>;
@@ -168,7 +169,7 @@ struct Summary {
 /// Adds one record (`at`: where it is, for errors).
 fn add(summary: &mut Summary, payload: &[u8], sequence: bool, at: &Location) -> Result<()> {
     let malformed = |message| Error::Malformed {
-        at: at.clone(),
+        at: Box::new(at.clone()),
         message,
         reason: "not a valid protobuf message of this type",
         offset: 0,
@@ -225,7 +226,7 @@ fn summarize(
             let Some(payload) = reader.next_record()? else {
                 break;
             };
-            let at = Location::new(input.name().clone(), record);
+            let at = Location::record(input.name().clone(), record);
             add(&mut summary, payload, options.sequence, &at)?;
         }
     }
@@ -333,7 +334,7 @@ mod tests {
                 .ends_with(", index matches")
         );
         // A stale index: the file is fine, the index is not.
-        std::fs::write(index.path(), "0 17\n").unwrap();
+        std::fs::write(index.path().unwrap(), "0 17\n").unwrap();
         let failure = f.verify(&input).unwrap_err();
         assert!(failure.position.is_none());
         let e = failure.error.downcast_ref::<Error>().unwrap();

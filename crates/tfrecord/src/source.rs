@@ -183,7 +183,7 @@ impl TfStream {
 
     /// The next chunk and where the one after it starts; `None` at the
     /// end of the file.
-    pub fn next(&mut self) -> Result<Option<(Chunk, ChunkPos)>> {
+    pub fn read_chunk(&mut self) -> Result<Option<(Chunk, ChunkPos)>> {
         let start = self.pos();
         // Data CRCs left to the decoding threads, when the options say so.
         let defer = self.options.defers_checks();
@@ -229,7 +229,7 @@ impl TfStream {
 
 impl ChunkStream for TfStream {
     fn next_chunk(&mut self) -> Result<Option<(Chunk, ChunkPos)>, BoxError> {
-        Ok(self.next()?)
+        Ok(self.read_chunk()?)
     }
 }
 
@@ -343,7 +343,7 @@ impl RecordSource for TfRecordSource {
                     }
                 },
             };
-            match file.next() {
+            match file.read_chunk() {
                 Ok(Some((chunk, _))) => return Ok(Some(chunk)),
                 Ok(None) => self.current = None,
                 Err(e) => {

@@ -61,10 +61,9 @@ fn assert_bad_ragged_encoding(result: Result<Vec<Vec<u8>>, Error>) {
 fn assert_bad_partition(result: Result<Batch, Error>) {
     match result {
         Err(Error::Feature {
-            feature,
+            at,
             problem: FeatureProblem::BadPartition { .. },
-            ..
-        }) => assert_eq!(feature, "r"),
+        }) => assert_eq!(at.feature.as_deref(), Some("r")),
         other => panic!("expected BadPartition, got {other:?}"),
     }
 }
@@ -198,7 +197,7 @@ fn failed_finish_leaves_the_builder_empty() {
         .with_bytes("h", ["p", "q"])
         .encode();
     let file: Arc<str> = "regression".into();
-    let at = grist_tfrecord::Location::new(file.clone(), 0);
+    let at = grist_tfrecord::Location::record(file.clone(), 0);
     let mut out = d.new_batch(2);
     d.decode(&good, &at, &mut out).unwrap();
     d.decode(&records[0], &at, &mut out).unwrap();

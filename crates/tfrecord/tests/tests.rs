@@ -2,6 +2,7 @@
 //! area).
 
 mod differential;
+mod errors;
 mod framing;
 mod parse;
 mod regressions;

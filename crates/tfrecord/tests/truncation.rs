@@ -37,7 +37,7 @@ fn every_prefix_of_every_record_decodes_or_fails() {
             // partitions) right away.
             let mut out = decoder.new_batch(1);
             for (i, record) in records.iter().enumerate() {
-                let at = Location::new(file.clone(), i as u64);
+                let at = Location::record(file.clone(), i as u64);
                 for len in 0..=record.len() {
                     prefixes += 1;
                     match decoder.decode(&record[..len], &at, &mut out) {
@@ -47,8 +47,8 @@ fn every_prefix_of_every_record_decodes_or_fails() {
                             }
                         }
                         Err(e) => assert_eq!(
-                            e.location(),
-                            Some(&at),
+                            e.location().map(|l| (&l.file, l.record)),
+                            Some((&at.file, at.record)),
                             "{} {}: prefix {len} of record {i}: {e}",
                             case.name,
                             parse["id"]

@@ -1,0 +1,52 @@
+//! The shared error contract: causes print once, data errors say where.
+
+use std::error::Error as _;
+
+use grist_tensor::{ErrorKind, FormatError};
+use grist_tfrecord::{Error, ReaderOptions, RecordReader};
+
+use crate::support::corpus_root;
+
+/// The whole chain, as the CLI prints it (`{e:#}`: joined by ": ").
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out = format!("{out}: {c}");
+        cause = c.source();
+    }
+    out
+}
+
+#[test]
+fn an_io_error_prints_its_cause_once() {
+    let missing = corpus_root().join("tfrecord/no_such_file.tfrecord");
+    let os = std::fs::File::open(&missing).unwrap_err().to_string();
+    let err = RecordReader::open(&missing, ReaderOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::Io { .. }), "{err:?}");
+    assert_eq!(err.kind(), ErrorKind::Io);
+    let text = chain(&err);
+    assert_eq!(text.matches(&os).count(), 1, "{text}");
+    assert!(text.contains("no_such_file.tfrecord"), "{text}");
+    assert!(err.source().is_some());
+}
+
+#[test]
+fn a_corrupt_record_names_its_file_and_record() {
+    let path = corpus_root().join("tfrecord/tfr_corrupt_data_crc.tfrecord");
+    let mut reader = RecordReader::open(&path, ReaderOptions::default()).unwrap();
+    let err = loop {
+        match reader.next_record() {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("the corrupt record was read"),
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(err, Error::CorruptData { .. }), "{err:?}");
+    assert_eq!(err.kind(), ErrorKind::Data);
+    // Through the shared trait, as the loader and the CLI ask it.
+    let boxed: grist_tensor::BoxError = Box::new(err);
+    let at = boxed.location().expect("a data error has a location");
+    assert!(at.file.ends_with("tfr_corrupt_data_crc.tfrecord"), "{at}");
+    assert_eq!(at.record, Some(2));
+}
