@@ -148,6 +148,10 @@ pub(crate) fn read_all(addr: &Address, path: &Path) -> Result<Bytes> {
         .map_err(|e| Error::read(addr.name(), None, e))
 }
 
+pub(crate) fn create_dir_all(addr: &Address, path: &Path) -> Result<()> {
+    fs::create_dir_all(path).map_err(|e| Error::write(addr.name(), e))
+}
+
 pub(crate) fn remove(addr: &Address, path: &Path) -> Result<()> {
     match fs::remove_file(path) {
         Ok(()) => Ok(()),

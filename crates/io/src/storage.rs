@@ -415,6 +415,28 @@ impl Storage {
         }
     }
 
+    /// Makes a local folder and the folders above it that are missing,
+    /// so that files can be created in it. Object stores have no folders
+    /// (a key may hold any number of `/`): for them this does nothing.
+    ///
+    /// ```
+    /// use grist_io::{Address, Storage};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let storage = Storage::new();
+    /// let sub = Address::from(dir.path().join("a/b"));
+    /// storage.create_dir_all(&sub)?;
+    /// storage.create(&sub.join("x.bin"))?.commit()?;
+    /// assert_eq!(storage.list(&sub)?.len(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn create_dir_all(&self, dir: &Address) -> Result<()> {
+        match dir.local_path() {
+            Some(path) => local::create_dir_all(dir, path),
+            None => Ok(()),
+        }
+    }
+
     /// Removes a file or object. Removing one that is not there is not an
     /// error (object stores cannot tell).
     pub fn remove(&self, addr: &Address) -> Result<()> {
