@@ -16,14 +16,14 @@
 //! the record's start offset.
 
 use std::fmt;
-use std::fs::File;
 use std::io::{self, Read};
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use grist_tensor::Limits;
+use grist_io::{Address, Storage};
+use grist_tensor::{Input, Limits};
 
 use crate::compression::{CompressedReader, Compression};
 use crate::error::{Error, Result};
@@ -407,7 +407,7 @@ impl FrameDecoder {
 /// }
 /// # Ok::<(), grist_tfrecord::Error>(())
 /// ```
-pub struct RecordReader<R: Read> {
+pub struct RecordReader<R: Read = Box<dyn Read + Send>> {
     input: CompressedReader<R>,
     decoder: FrameDecoder,
     buf: Vec<u8>,
@@ -422,18 +422,23 @@ pub struct RecordReader<R: Read> {
     last_offset: u64,
 }
 
-impl RecordReader<File> {
+impl RecordReader {
     /// Opens the file at `path`, with the compression set in `options` or
-    /// implied by the extension.
+    /// implied by the extension (see [`open_at`](Self::open_at)).
     pub fn open(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Self> {
-        let path = path.as_ref();
-        let name: Arc<str> = path.display().to_string().into();
-        let file = File::open(path).map_err(|source| Error::Io {
-            file: name.clone(),
-            source,
-        })?;
-        let compression = options.compression_for(path);
-        RecordReader::new(file, name, compression, options)
+        RecordReader::open_at(&Storage::new(), &Address::from(path.as_ref()), options)
+    }
+
+    /// Opens the file or object at `address` (a path, or an object store
+    /// URL) through `storage`, with the compression set in `options` or
+    /// implied by its name's extension. A remote object is read with
+    /// ranged requests issued ahead of the reader. Fails with
+    /// [`Error::Storage`] when the storage cannot open it.
+    pub fn open_at(storage: &Storage, address: &Address, options: ReaderOptions) -> Result<Self> {
+        let input = Input::new(storage, address.clone());
+        let stream = input.reader_at(0)?;
+        let compression = options.compression_for(Path::new(address.as_str()));
+        RecordReader::new(stream, address.name().clone(), compression, options)
     }
 }
 

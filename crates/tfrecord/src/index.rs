@@ -13,19 +13,18 @@
 //! Only uncompressed files can be indexed.
 
 use std::fmt;
-use std::fs::File;
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Write};
 use std::ops::Range;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use grist_io::{Address, Object, Storage};
 
 use crate::compression::Compression;
 use crate::error::{Error, Result};
 use crate::framing::{Decoded, FRAME_OVERHEAD, FrameDecoder, ReaderOptions, RecordReader};
-use grist_io::AtomicTarget;
+use crate::writer::{index_address, storage_error};
 
 /// One line of an index file: where a record's frame lies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -143,25 +142,24 @@ fn parse_u64(digits: &[u8]) -> Option<u64> {
 
 /// Reads and parses the index file at `path` (see [`parse_index`]).
 pub fn read_index(path: impl AsRef<Path>) -> Result<Vec<IndexEntry>> {
-    let path = path.as_ref();
-    let name = path.display().to_string();
-    let mut text = Vec::new();
-    File::open(path)
-        .and_then(|mut f| f.read_to_end(&mut text))
-        .map_err(|source| Error::Io {
-            file: name.as_str().into(),
-            source,
-        })?;
-    parse_index(&text, &name)
+    read_index_at(&Storage::new(), &Address::from(path.as_ref()))
 }
 
-/// Fails with [`Error::NeedsUncompressed`] unless `path` is uncompressed
-/// (per `options` or its extension).
-fn require_uncompressed(path: &Path, options: &ReaderOptions) -> Result<()> {
-    match options.compression_for(path) {
+/// Reads and parses the index at `address` through `storage`.
+fn read_index_at(storage: &Storage, address: &Address) -> Result<Vec<IndexEntry>> {
+    let text = storage
+        .read_all(address)
+        .map_err(|e| storage_error(address.name(), e))?;
+    parse_index(&text, address.as_str())
+}
+
+/// Fails with [`Error::NeedsUncompressed`] unless the file at `address`
+/// is uncompressed (per `options` or its extension).
+fn require_uncompressed(address: &Address, options: &ReaderOptions) -> Result<()> {
+    match options.compression_for(Path::new(address.as_str())) {
         Compression::None => Ok(()),
         c => Err(Error::NeedsUncompressed {
-            file: path.display().to_string().into(),
+            file: address.name().clone(),
             compression: c.name(),
         }),
     }
@@ -170,10 +168,18 @@ fn require_uncompressed(path: &Path, options: &ReaderOptions) -> Result<()> {
 /// Scans the TFRecord file at `path` (all CRCs checked unless `options`
 /// turn them off) and returns one entry per record.
 pub fn build_index(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Vec<IndexEntry>> {
-    let path = path.as_ref();
-    require_uncompressed(path, &options)?;
+    build_index_at(&Storage::new(), &Address::from(path.as_ref()), options)
+}
+
+/// Scans the TFRecord file at `address` through `storage`.
+fn build_index_at(
+    storage: &Storage,
+    address: &Address,
+    options: ReaderOptions,
+) -> Result<Vec<IndexEntry>> {
+    require_uncompressed(address, &options)?;
     let options = options.with_compression(Some(Compression::None));
-    let mut reader = RecordReader::open(path, options)?;
+    let mut reader = RecordReader::open_at(storage, address, options)?;
     let mut entries = Vec::new();
     while let Some(payload) = reader.next_record()? {
         let len = payload.len() as u64 + FRAME_OVERHEAD as u64;
@@ -189,17 +195,18 @@ pub fn build_index(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Vec
 /// (atomically), returning the number of records. Compressed files fail
 /// with [`Error::NeedsUncompressed`].
 pub fn write_index(path: impl AsRef<Path>, options: ReaderOptions) -> Result<u64> {
-    let path = path.as_ref();
-    let entries = build_index(path, options)?;
-    let idx = index_path(path);
-    let io_err = |source| Error::Io {
-        file: idx.display().to_string().into(),
+    let storage = Storage::new();
+    let address = Address::from(path.as_ref());
+    let entries = build_index_at(&storage, &address, options)?;
+    let idx = index_address(&address);
+    let mut out = storage
+        .create(&idx)
+        .map_err(|e| storage_error(idx.name(), e))?;
+    write_index_to(&entries, BufWriter::new(&mut out)).map_err(|source| Error::Io {
+        file: idx.name().clone(),
         source,
-    };
-    let (file, target) = AtomicTarget::create(&idx).map_err(io_err)?;
-    write_index_to(&entries, BufWriter::new(file)).map_err(io_err)?;
-    target.sync().map_err(io_err)?;
-    target.commit().map_err(io_err)?;
+    })?;
+    out.commit().map_err(|e| storage_error(idx.name(), e))?;
     Ok(entries.len() as u64)
 }
 
@@ -212,10 +219,11 @@ pub fn verify_index(
     index: impl AsRef<Path>,
     options: ReaderOptions,
 ) -> Result<u64> {
-    let index = index.as_ref();
-    let listed = read_index(index)?;
-    let actual = build_index(path, options)?;
-    compare_index(&index.display().to_string(), &listed, &actual)?;
+    let storage = Storage::new();
+    let index = Address::from(index.as_ref());
+    let listed = read_index_at(&storage, &index)?;
+    let actual = build_index_at(&storage, &Address::from(path.as_ref()), options)?;
+    compare_index(index.as_str(), &listed, &actual)?;
     Ok(actual.len() as u64)
 }
 
@@ -277,7 +285,7 @@ pub(crate) fn compare_index(
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct IndexedReader {
-    file: File,
+    object: Object,
     name: Arc<str>,
     index_name: Arc<str>,
     entries: Vec<IndexEntry>,
@@ -300,18 +308,35 @@ impl IndexedReader {
         index: impl AsRef<Path>,
         options: ReaderOptions,
     ) -> Result<Self> {
-        let path = path.as_ref();
-        let index = index.as_ref();
-        require_uncompressed(path, &options)?;
-        let name: Arc<str> = path.display().to_string().into();
-        let io_err = |source| Error::Io {
-            file: name.clone(),
-            source,
-        };
-        let file = File::open(path).map_err(io_err)?;
-        let size = file.metadata().map_err(io_err)?.len();
-        let entries = read_index(index)?;
-        let index_name: Arc<str> = index.display().to_string().into();
+        IndexedReader::open_with_index_at(
+            &Storage::new(),
+            &Address::from(path.as_ref()),
+            &Address::from(index.as_ref()),
+            options,
+        )
+    }
+
+    /// Opens the file or object at `address` (a path, or an object store
+    /// URL) with its index `<address>.idx`, through `storage`. Each record
+    /// read from an object store costs one ranged request.
+    pub fn open_at(storage: &Storage, address: &Address, options: ReaderOptions) -> Result<Self> {
+        IndexedReader::open_with_index_at(storage, address, &index_address(address), options)
+    }
+
+    /// Opens the file or object at `address` with the index at `index`,
+    /// both through `storage` (see [`open_with_index`](Self::open_with_index)).
+    pub fn open_with_index_at(
+        storage: &Storage,
+        address: &Address,
+        index: &Address,
+        options: ReaderOptions,
+    ) -> Result<Self> {
+        require_uncompressed(address, &options)?;
+        let name = address.name().clone();
+        let object = storage.open(address).map_err(|e| storage_error(&name, e))?;
+        let size = object.size();
+        let entries = read_index_at(storage, index)?;
+        let index_name = index.name().clone();
         for (i, e) in entries.iter().enumerate() {
             if e.offset.checked_add(e.len).is_none_or(|end| end > size) {
                 return Err(Error::BadIndex {
@@ -325,7 +350,7 @@ impl IndexedReader {
             }
         }
         Ok(IndexedReader {
-            file,
+            object,
             name,
             index_name,
             entries,
@@ -386,18 +411,17 @@ impl IndexedReader {
         let len = usize::try_from(entry.len).unwrap_or(usize::MAX);
         frame.clear();
         frame.resize(len, 0);
-        if let Err(source) = self.file.read_exact_at(frame, entry.offset) {
+        let range = entry.offset..entry.offset + entry.len;
+        if let Err(e) = self.object.read_range_into(range, frame) {
             frame.clear();
-            return Err(if source.kind() == io::ErrorKind::UnexpectedEof {
+            // A file cut since it was opened reads short.
+            return Err(if is_short_read(&e) {
                 Error::Truncated {
                     at: crate::Location::record(self.name.clone(), record).into(),
                     offset: entry.offset,
                 }
             } else {
-                Error::Io {
-                    file: self.name.clone(),
-                    source,
-                }
+                storage_error(&self.name, e)
             });
         }
         let mismatch = |actual: String| Error::BadIndex {
@@ -413,6 +437,17 @@ impl IndexedReader {
             Decoded::Frame(f) => Err(mismatch(format!("is {} bytes", f.len))),
             Decoded::Incomplete { needed } => Err(mismatch(format!("needs {needed} bytes"))),
         }
+    }
+}
+
+/// Whether a read failed because the file ended before the bytes asked
+/// for.
+fn is_short_read(e: &grist_io::Error) -> bool {
+    match e {
+        grist_io::Error::Read { source, .. } => source
+            .downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::UnexpectedEof),
+        _ => false,
     }
 }
 

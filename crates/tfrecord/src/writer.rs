@@ -1,18 +1,19 @@
 //! [`RecordWriter`]: TFRecord frames, byte-identical to TensorFlow's
-//! `TFRecordWriter`, written atomically (beside the target, fsync, rename).
+//! `TFRecordWriter`, written atomically through the storage layer (a
+//! local file beside the target, fsync, rename; an object store's
+//! multipart upload).
 
 use std::fmt;
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::sync::Arc;
 
-use grist_io::AtomicTarget;
+use grist_io::{Address, Storage, Writer};
 
 use crate::compression::{CompressedWriter, Compression};
 use crate::error::{Error, Result};
 use crate::framing::{FOOTER_LEN, FRAME_OVERHEAD, frame_header, masked_crc32c};
-use crate::index::{IndexEntry, index_path, write_index_line};
+use crate::index::{IndexEntry, write_index_line};
 
 /// Options of [`RecordWriter::create`].
 ///
@@ -72,14 +73,18 @@ pub struct WriteSummary {
     pub bytes: u64,
 }
 
-/// Writes TFRecord frames to a file (atomically) or to any [`Write`].
+/// Writes TFRecord frames to a file or object (atomically) or to any
+/// [`Write`].
 ///
 /// For uncompressed output the bytes are identical to TensorFlow's
 /// `tf.io.TFRecordWriter`. A file made by [`create`](RecordWriter::create)
-/// is written to a hidden temporary sibling and only renamed to its name by
-/// [`finish`](RecordWriter::finish), after an fsync; dropping the writer
-/// unfinished, or a failed `finish`, removes the temporary file, so no
-/// partial file ever appears under the final name.
+/// or [`create_at`](RecordWriter::create_at) is written through the
+/// storage layer ([`grist_io::Storage::create`]): locally to a hidden
+/// temporary sibling, renamed to its name by
+/// [`finish`](RecordWriter::finish) after an fsync; to an object store as
+/// a multipart upload that `finish` completes. Dropping the writer
+/// unfinished, or a failed `finish`, leaves nothing, so no partial file
+/// ever appears under the final name.
 ///
 /// ```
 /// use grist_tfrecord::{RecordReader, RecordWriter, WriterOptions, ReaderOptions};
@@ -96,12 +101,13 @@ pub struct WriteSummary {
 /// assert_eq!(r.next_record()?, Some(&b"first"[..]));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct RecordWriter<W: Write = File> {
+pub struct RecordWriter<W: Write = Writer> {
     name: Arc<str>,
     out: Option<CompressedWriter<BufWriter<W>>>,
     index: Option<IndexSink>,
-    /// The temporary file and final name, for [`RecordWriter::create`].
-    target: Option<AtomicTarget>,
+    /// Makes the output visible, for [`RecordWriter::create_at`]
+    /// ([`Writer::commit`]); `None` for a plain [`Write`].
+    commit: Option<fn(W) -> grist_io::Result<()>>,
     records: u64,
     bytes: u64,
     failed: bool,
@@ -109,24 +115,47 @@ pub struct RecordWriter<W: Write = File> {
 
 /// The index being written beside the data file.
 struct IndexSink {
-    out: BufWriter<File>,
-    target: AtomicTarget,
+    name: Arc<str>,
+    out: BufWriter<Writer>,
 }
 
-impl RecordWriter<File> {
+impl RecordWriter {
     /// Creates a TFRecord file at `path`, compressed as `options` say (or
-    /// as its extension implies), writing through a temporary sibling that
-    /// [`finish`](Self::finish) renames to `path`.
+    /// as its extension implies), written through a temporary sibling that
+    /// [`finish`](Self::finish) renames to `path` (see
+    /// [`create_at`](Self::create_at)).
+    pub fn create(path: impl AsRef<Path>, options: WriterOptions) -> Result<Self> {
+        RecordWriter::create_at(&Storage::new(), &Address::from(path.as_ref()), options)
+    }
+
+    /// Creates a TFRecord file or object at `address` (a path, or an
+    /// object store URL), compressed as `options` say (or as its name's
+    /// extension implies), through `storage`: nothing appears under
+    /// `address` (nor under `<address>.idx`) until
+    /// [`finish`](Self::finish).
     ///
     /// Fails with [`Error::NeedsUncompressed`] when an index is asked for a
     /// compressed file, [`Error::CompressionDisabled`] for a codec not built
-    /// in.
-    pub fn create(path: impl AsRef<Path>, options: WriterOptions) -> Result<Self> {
-        let path = path.as_ref();
-        let name: Arc<str> = path.display().to_string().into();
+    /// in (both before touching the storage), and with [`Error::Storage`]
+    /// when the storage refuses.
+    ///
+    /// ```
+    /// use grist_io::{Address, Storage};
+    /// use grist_tfrecord::{RecordWriter, WriterOptions};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let address = Address::from(dir.path().join("out.tfrecord.gz"));
+    /// let mut w = RecordWriter::create_at(&Storage::new(), &address, WriterOptions::default())?;
+    /// w.write_record(b"gzipped")?;
+    /// w.finish()?;
+    /// assert!(dir.path().join("out.tfrecord.gz").is_file());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn create_at(storage: &Storage, address: &Address, options: WriterOptions) -> Result<Self> {
+        let name = address.name().clone();
         let compression = options
             .compression
-            .unwrap_or_else(|| Compression::from_path(path));
+            .unwrap_or_else(|| Compression::from_path(Path::new(address.as_str())));
         if options.index && compression != Compression::None {
             return Err(Error::NeedsUncompressed {
                 file: name,
@@ -134,22 +163,20 @@ impl RecordWriter<File> {
             });
         }
         if !compression.is_enabled() {
-            // Report the codec before touching the file system.
+            // Report the codec before touching the storage.
             compression.writer(io::sink())?;
         }
-        let (file, target) = AtomicTarget::create(path).map_err(|source| Error::Io {
-            file: name.clone(),
-            source,
-        })?;
+        let file = storage
+            .create(address)
+            .map_err(|e| storage_error(&name, e))?;
         let index = if options.index {
-            let idx = index_path(path);
-            let (file, target) = AtomicTarget::create(&idx).map_err(|source| Error::Io {
-                file: idx.display().to_string().into(),
-                source,
-            })?;
+            let idx = index_address(address);
+            let out = storage
+                .create(&idx)
+                .map_err(|e| storage_error(idx.name(), e))?;
             Some(IndexSink {
-                out: BufWriter::new(file),
-                target,
+                name: idx.name().clone(),
+                out: BufWriter::new(out),
             })
         } else {
             None
@@ -159,7 +186,7 @@ impl RecordWriter<File> {
             name,
             out: Some(out),
             index,
-            target: Some(target),
+            commit: Some(Writer::commit),
             records: 0,
             bytes: 0,
             failed: false,
@@ -185,7 +212,7 @@ impl<W: Write> RecordWriter<W> {
             name: "".into(),
             out: Some(out),
             index: None,
-            target: None,
+            commit: None,
             records: 0,
             bytes: 0,
             failed: false,
@@ -237,21 +264,38 @@ impl<W: Write> RecordWriter<W> {
     }
 
     fn io_error(&self, source: io::Error) -> Error {
-        Error::Io {
-            file: self.name.clone(),
-            source,
-        }
+        io_error(&self.name, source)
     }
 
     /// Ends the stream and, for a file, makes it durable and visible under
     /// its name (and its index under `<path>.idx`).
     pub fn finish(self) -> Result<WriteSummary> {
-        self.finish_into_inner().map(|(_, summary)| summary)
+        self.finish_parts().map(|(_, summary)| summary)
     }
 
-    /// Like [`finish`](Self::finish), also returning the inner writer (for
-    /// a file: the renamed file, still open).
-    pub fn finish_into_inner(mut self) -> Result<(W, WriteSummary)> {
+    /// Like [`finish`](Self::finish), also returning the inner writer (the
+    /// `Vec<u8>` of [`new`](Self::new), say).
+    ///
+    /// A writer made by [`create`](RecordWriter::create) or
+    /// [`create_at`](RecordWriter::create_at) has no writer to return once
+    /// its file is committed: it fails with [`Error::Io`], committing
+    /// nothing (use `finish`).
+    pub fn finish_into_inner(self) -> Result<(W, WriteSummary)> {
+        if self.commit.is_some() {
+            return Err(self.io_error(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a file made by create is finished by finish, which has no writer to return",
+            )));
+        }
+        match self.finish_parts()? {
+            (Some(inner), summary) => Ok((inner, summary)),
+            (None, _) => unreachable!("only a committed file has no inner writer"),
+        }
+    }
+
+    /// Ends the stream; commits a file (and its index) and returns no
+    /// writer, or returns the inner writer.
+    fn finish_parts(mut self) -> Result<(Option<W>, WriteSummary)> {
         let summary = WriteSummary {
             records: self.records,
             bytes: self.bytes,
@@ -261,33 +305,29 @@ impl<W: Write> RecordWriter<W> {
             _ => return Err(self.io_error(earlier_failure())),
         };
         let name = self.name.clone();
-        let io_err = |source| Error::Io {
-            file: name.clone(),
-            source,
-        };
+        let io_err = |source| io_error(&name, source);
         let buffered = out.finish().map_err(io_err)?;
         let mut inner = buffered.into_inner().map_err(|e| io_err(e.into_error()))?;
         inner.flush().map_err(io_err)?;
-        if let Some(target) = self.target.take() {
-            target.sync().map_err(io_err)?;
-            let index = match self.index.take() {
-                Some(IndexSink { out, target }) => {
-                    let file = out
-                        .into_inner()
-                        .map_err(|e| path_error(target.dest(), e.into_error()))?;
-                    drop(file);
-                    target.sync().map_err(|e| path_error(target.dest(), e))?;
-                    Some(target)
-                }
-                None => None,
-            };
-            target.commit().map_err(io_err)?;
-            if let Some(target) = index {
-                let dest = target.dest().to_path_buf();
-                target.commit().map_err(|e| path_error(&dest, e))?;
+        let Some(commit) = self.commit.take() else {
+            return Ok((Some(inner), summary));
+        };
+        let index = match self.index.take() {
+            Some(IndexSink { name, out }) => {
+                let out = out
+                    .into_inner()
+                    .map_err(|e| io_error(&name, e.into_error()))?;
+                Some((name, out))
             }
+            None => None,
+        };
+        // The data file first: an index never names a file that is not
+        // there.
+        commit(inner).map_err(|e| storage_error(&name, e))?;
+        if let Some((name, out)) = index {
+            out.commit().map_err(|e| storage_error(&name, e))?;
         }
-        Ok((inner, summary))
+        Ok((None, summary))
     }
 }
 
@@ -302,10 +342,26 @@ impl<W: Write> fmt::Debug for RecordWriter<W> {
     }
 }
 
-fn path_error(path: &Path, source: io::Error) -> Error {
-    Error::Io {
-        file: path.display().to_string().into(),
-        source,
+/// The sibling `<address>.idx`.
+pub(crate) fn index_address(address: &Address) -> Address {
+    let name = address.file_name().unwrap_or_default();
+    address.with_file_name(&format!("{name}.idx"))
+}
+
+/// A failure of the storage layer, naming `file`.
+pub(crate) fn storage_error(file: &Arc<str>, e: grist_io::Error) -> Error {
+    Error::Storage(grist_tensor::StorageError::new(file.clone(), e))
+}
+
+/// A write error: the storage layer's own (a streaming upload's part that
+/// failed), or an I/O error of `file`.
+fn io_error(file: &Arc<str>, source: io::Error) -> Error {
+    match grist_tensor::StorageError::from_io(file, source) {
+        Ok(e) => Error::Storage(e),
+        Err(source) => Error::Io {
+            file: file.clone(),
+            source,
+        },
     }
 }
 

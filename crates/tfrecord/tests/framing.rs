@@ -831,10 +831,14 @@ fn writer_is_atomic() {
 fn writer_reports_unwritable_targets() {
     let dir = temp_dir();
     let path = dir.path().join("missing-dir").join("x.tfrecord");
-    assert!(matches!(
-        RecordWriter::create(&path, WriterOptions::default()),
-        Err(Error::Io { .. })
-    ));
+    match RecordWriter::create(&path, WriterOptions::default()) {
+        // The storage layer's error, naming the file once.
+        Err(Error::Storage(e)) => {
+            let text = e.to_string();
+            assert!(text.starts_with(&format!("{}: ", path.display())), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
     assert!(dir_entries(dir.path()).is_empty());
 }
 
@@ -1074,12 +1078,15 @@ fn index_that_disagrees_with_the_data() {
         Err(Error::BadIndex { line, .. }) => assert_eq!(line as usize, entries.len()),
         other => panic!("{other:?}"),
     }
-    // A missing index file is an I/O error naming it.
+    // A missing index file is the storage layer's "not found", naming it.
     fs::remove_file(&idx).unwrap();
-    assert!(matches!(
-        IndexedReader::open(&copy, ReaderOptions::default()),
-        Err(Error::Io { .. })
-    ));
+    match IndexedReader::open(&copy, ReaderOptions::default()) {
+        Err(Error::Storage(e)) => {
+            assert!(e.is_not_found());
+            assert_eq!(e.to_string(), format!("{}: not found", idx.display()));
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
