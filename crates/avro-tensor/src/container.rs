@@ -19,14 +19,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::fs::File;
 use std::io::{self, BufRead, Read};
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use grist_tensor::Limits;
+use grist_io::{Address, Storage};
+use grist_tensor::{Input, Limits, StorageError};
 
 use crate::codec::Codec;
 use crate::error::{Error, Result};
@@ -716,7 +716,7 @@ pub struct Block {
 /// assert_eq!(records, 1000);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct BlockReader<R: Read> {
+pub struct BlockReader<R: Read = Box<dyn Read + Send>> {
     input: R,
     header: Arc<Header>,
     header_len: u64,
@@ -738,16 +738,21 @@ pub struct BlockReader<R: Read> {
     pending: Option<Result<Block>>,
 }
 
-impl BlockReader<File> {
-    /// Opens the file at `path` and reads its header.
+impl BlockReader {
+    /// Opens the file at `path` and reads its header (see
+    /// [`open_at`](Self::open_at)).
     pub fn open(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Self> {
-        let path = path.as_ref();
-        let name: Arc<str> = path.display().to_string().into();
-        let file = File::open(path).map_err(|source| Error::Io {
-            file: name.clone(),
-            source,
-        })?;
-        BlockReader::new(file, name, options)
+        BlockReader::open_at(&Storage::new(), &Address::from(path.as_ref()), options)
+    }
+
+    /// Opens the file or object at `address` (a path, or an object store
+    /// URL) through `storage` and reads its header. A remote object is
+    /// read with ranged requests issued ahead of the reader. Fails with
+    /// [`Error::Storage`] when the storage cannot open it, else as
+    /// [`new`](BlockReader::new) does.
+    pub fn open_at(storage: &Storage, address: &Address, options: ReaderOptions) -> Result<Self> {
+        let stream = Input::new(storage, address.clone()).reader_at(0)?;
+        BlockReader::new(stream, address.name().clone(), options)
     }
 }
 
@@ -1003,9 +1008,15 @@ impl<R: Read> BlockReader<R> {
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(source) => {
                         self.buf.truncate(start);
-                        return Err(Error::Io {
-                            file: self.decoder.file().clone(),
-                            source,
+                        let file = self.decoder.file();
+                        // The storage layer's own errors name their URL
+                        // and bytes.
+                        return Err(match StorageError::from_io(file, source) {
+                            Ok(e) => Error::Storage(e),
+                            Err(source) => Error::Io {
+                                file: file.clone(),
+                                source,
+                            },
                         });
                     }
                 }

@@ -21,12 +21,12 @@
 //! record) holding any record is refused (a limit too).
 
 use std::fmt;
-use std::fs::File;
 use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
+use grist_io::{Address, Storage};
 use grist_tensor::json::{bytes_to_json, float_to_json};
 use serde_json::{Map, Value};
 
@@ -466,7 +466,7 @@ impl Datum<'_> {
 /// assert_eq!(lengths, [4, 1]);
 /// # Ok::<(), grist_avro_tensor::Error>(())
 /// ```
-pub struct DatumReader<R: Read> {
+pub struct DatumReader<R: Read = Box<dyn Read + Send>> {
     blocks: BlockReader<R>,
     schema: DatumSchema,
     /// The block whose datums are being handed out, their ranges, and how
@@ -491,10 +491,17 @@ impl<R: Read> fmt::Debug for DatumReader<R> {
     }
 }
 
-impl DatumReader<File> {
+impl DatumReader {
     /// Opens `path` and reads its header (and compiles its schema).
     pub fn open(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Self> {
         DatumReader::new(BlockReader::open(path, options)?)
+    }
+
+    /// Opens the file or object at `address` (a path, or an object store
+    /// URL) through `storage` and reads its header (and compiles its
+    /// schema).
+    pub fn open_at(storage: &Storage, address: &Address, options: ReaderOptions) -> Result<Self> {
+        DatumReader::new(BlockReader::open_at(storage, address, options)?)
     }
 }
 

@@ -5,7 +5,6 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -246,7 +245,7 @@ impl ChunkStream for AvroStream {
 pub struct AvroSource {
     files: VecDeque<PathBuf>,
     options: ReaderOptions,
-    current: Option<BlockReader<File>>,
+    current: Option<BlockReader>,
     header: Option<Arc<Header>>,
     done: bool,
 }

@@ -1,13 +1,13 @@
 //! [`ContainerWriter`]: object container files from already-encoded
-//! datums, written atomically (beside the target, fsync, rename).
+//! datums, written atomically through the storage layer (a local file
+//! beside the target, fsync, rename; an object store's multipart upload).
 
 use std::fmt;
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::sync::Arc;
 
-use grist_io::AtomicTarget;
+use grist_io::{Address, Storage, Writer};
 
 use crate::codec::Codec;
 use crate::container::{MAGIC, SYNC_LEN, write_long};
@@ -102,7 +102,7 @@ pub struct WriteSummary {
 }
 
 /// Writes an object container file from already-encoded datums, to a file
-/// (atomically) or to any [`Write`].
+/// or object (atomically) or to any [`Write`].
 ///
 /// The header (magic, `avro.schema`, `avro.codec`, the extra metadata,
 /// the sync marker) is written when the writer is made. Datums are
@@ -112,11 +112,13 @@ pub struct WriteSummary {
 /// The writer does not check that a datum follows the schema: that is the
 /// encoder's job.
 ///
-/// A file made by [`create`](ContainerWriter::create) is written to a
-/// hidden temporary sibling and only renamed to its name by `finish`,
-/// after an fsync; dropping the writer unfinished, or a failed `finish`,
-/// removes the temporary file, so no partial file ever appears under the
-/// final name.
+/// A file made by [`create`](ContainerWriter::create) or
+/// [`create_at`](ContainerWriter::create_at) is written through the
+/// storage layer ([`grist_io::Storage::create`]): locally to a hidden
+/// temporary sibling, renamed to its name by `finish` after an fsync; to
+/// an object store as a multipart upload that `finish` completes.
+/// Dropping the writer unfinished, or a failed `finish`, leaves nothing,
+/// so no partial file ever appears under the final name.
 ///
 /// ```
 /// use grist_avro_tensor::{Codec, ContainerWriter, WriterOptions};
@@ -132,10 +134,12 @@ pub struct WriteSummary {
 /// assert_eq!(values.len(), 2);
 /// # Ok::<(), grist_avro_tensor::Error>(())
 /// ```
-pub struct ContainerWriter<W: Write = File> {
+pub struct ContainerWriter<W: Write = Writer> {
     name: Arc<str>,
     out: Option<BufWriter<W>>,
-    target: Option<AtomicTarget>,
+    /// Makes the output visible, for [`ContainerWriter::create_at`]
+    /// ([`Writer::commit`]); `None` for a plain [`Write`].
+    commit: Option<fn(W) -> grist_io::Result<()>>,
     codec: Codec,
     sync: [u8; SYNC_LEN],
     sync_interval: usize,
@@ -150,27 +154,59 @@ pub struct ContainerWriter<W: Write = File> {
     failed: bool,
 }
 
-impl ContainerWriter<File> {
+impl ContainerWriter {
     /// Creates an object container file at `path` with the writer schema
     /// `schema_json`, writing through a temporary sibling that
-    /// [`finish`](Self::finish) renames to `path`.
-    ///
-    /// Fails as [`new`](ContainerWriter::new) does, before touching the
-    /// file system, or with [`Error::Io`].
+    /// [`finish`](Self::finish) renames to `path` (see
+    /// [`create_at`](Self::create_at)).
     pub fn create(
         path: impl AsRef<Path>,
         schema_json: &str,
         options: WriterOptions,
     ) -> Result<Self> {
-        let path = path.as_ref();
-        let name: Arc<str> = path.display().to_string().into();
+        ContainerWriter::create_at(
+            &Storage::new(),
+            &Address::from(path.as_ref()),
+            schema_json,
+            options,
+        )
+    }
+
+    /// Creates an object container file or object at `address` (a path,
+    /// or an object store URL) with the writer schema `schema_json`,
+    /// through `storage`: nothing appears under `address` until
+    /// [`finish`](Self::finish).
+    ///
+    /// Fails as [`new`](ContainerWriter::new) does, before touching the
+    /// storage, or with [`Error::Storage`] when the storage refuses.
+    ///
+    /// ```
+    /// use grist_avro_tensor::{ContainerWriter, WriterOptions};
+    /// use grist_io::{Address, Storage};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let address = Address::from(dir.path().join("longs.avro"));
+    /// let mut w = ContainerWriter::create_at(&Storage::new(), &address, r#""long""#,
+    ///     WriterOptions::default())?;
+    /// w.append_datum(&[0x02])?;
+    /// assert!(!dir.path().join("longs.avro").exists());
+    /// w.finish()?;
+    /// assert!(dir.path().join("longs.avro").is_file());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn create_at(
+        storage: &Storage,
+        address: &Address,
+        schema_json: &str,
+        options: WriterOptions,
+    ) -> Result<Self> {
+        let name = address.name().clone();
         let header = header_bytes(&name, schema_json, &options)?;
-        let (file, target) = AtomicTarget::create(path).map_err(|source| Error::Io {
-            file: name.clone(),
-            source,
-        })?;
+        let file = storage
+            .create(address)
+            .map_err(|e| Error::Storage(grist_tensor::StorageError::new(name.clone(), e)))?;
         let mut w = ContainerWriter::from_parts(name, file, header, options)?;
-        w.target = Some(target);
+        w.commit = Some(Writer::commit);
         Ok(w)
     }
 }
@@ -198,7 +234,7 @@ impl<W: Write> ContainerWriter<W> {
         let mut w = ContainerWriter {
             name,
             out: None,
-            target: None,
+            commit: None,
             codec: options.codec,
             sync: header.sync,
             sync_interval: options.sync_interval,
@@ -271,7 +307,7 @@ impl<W: Write> ContainerWriter<W> {
         if result.is_err() {
             self.failed = true;
             // Remove a file's temporary now, not only on drop.
-            self.target = None;
+            self.out = None;
         }
         result
     }
@@ -317,22 +353,47 @@ impl<W: Write> ContainerWriter<W> {
         self.sync
     }
 
+    /// A write error: the storage layer's own (a streaming upload's part
+    /// that failed), or an I/O error of this file.
     fn io_error(&self, source: io::Error) -> Error {
-        Error::Io {
-            file: self.name.clone(),
-            source,
+        match grist_tensor::StorageError::from_io(&self.name, source) {
+            Ok(e) => Error::Storage(e),
+            Err(source) => Error::Io {
+                file: self.name.clone(),
+                source,
+            },
         }
     }
 
     /// Writes out the last block and, for a file, makes it durable and
     /// visible under its name.
     pub fn finish(self) -> Result<WriteSummary> {
-        self.finish_into_inner().map(|(_, summary)| summary)
+        self.finish_parts().map(|(_, summary)| summary)
     }
 
-    /// Like [`finish`](Self::finish), also returning the inner writer (for
-    /// a file: the renamed file, still open).
-    pub fn finish_into_inner(mut self) -> Result<(W, WriteSummary)> {
+    /// Like [`finish`](Self::finish), also returning the inner writer (the
+    /// `Vec<u8>` of [`new`](Self::new), say).
+    ///
+    /// A writer made by [`create`](ContainerWriter::create) or
+    /// [`create_at`](ContainerWriter::create_at) has no writer to return
+    /// once its file is committed: it fails with [`Error::Io`], committing
+    /// nothing (use `finish`).
+    pub fn finish_into_inner(self) -> Result<(W, WriteSummary)> {
+        if self.commit.is_some() {
+            return Err(self.io_error(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a file made by create is finished by finish, which has no writer to return",
+            )));
+        }
+        match self.finish_parts()? {
+            (Some(inner), summary) => Ok((inner, summary)),
+            (None, _) => unreachable!("only a committed file has no inner writer"),
+        }
+    }
+
+    /// Writes out the last block; commits a file and returns no writer,
+    /// or returns the inner writer.
+    fn finish_parts(mut self) -> Result<(Option<W>, WriteSummary)> {
         self.flush_block()?;
         let summary = WriteSummary {
             records: self.records,
@@ -346,11 +407,15 @@ impl<W: Write> ContainerWriter<W> {
             .into_inner()
             .map_err(|e| self.io_error(e.into_error()))?;
         inner.flush().map_err(|e| self.io_error(e))?;
-        if let Some(target) = self.target.take() {
-            target.sync().map_err(|e| self.io_error(e))?;
-            target.commit().map_err(|e| self.io_error(e))?;
+        match self.commit.take() {
+            Some(commit) => {
+                commit(inner).map_err(|e| {
+                    Error::Storage(grist_tensor::StorageError::new(self.name.clone(), e))
+                })?;
+                Ok((None, summary))
+            }
+            None => Ok((Some(inner), summary)),
         }
-        Ok((inner, summary))
     }
 }
 

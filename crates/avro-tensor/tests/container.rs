@@ -476,11 +476,14 @@ fn source_delivers_intact_blocks_then_the_error() {
 }
 
 #[test]
-fn missing_file_is_an_io_error_naming_it() {
+fn missing_file_is_a_storage_error_naming_it() {
     let missing = Path::new("/nonexistent/grist/missing.avro");
     match BlockReader::open(missing, ReaderOptions::default()) {
-        Err(Error::Io { file, .. }) => assert!(file.contains("missing.avro")),
-        other => panic!("expected Io, got {other:?}"),
+        Err(Error::Storage(e)) => {
+            assert!(e.is_not_found());
+            assert_eq!(e.to_string(), "/nonexistent/grist/missing.avro: not found");
+        }
+        other => panic!("expected Storage, got {other:?}"),
     }
 }
 
