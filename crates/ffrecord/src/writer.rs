@@ -1,14 +1,14 @@
 //! [`FfrWriter`]: FFRecord files byte-identical to HFAiLab's
-//! `FileWriter`, written atomically (beside the target, fsync, rename).
+//! `FileWriter`, written atomically through the storage layer (a local
+//! file beside the target, fsync, rename; an object store's multipart
+//! upload).
 
 use std::fmt;
-use std::fs::File;
-use std::io::{self, BufWriter, Seek, SeekFrom, Write};
-use std::os::unix::fs::FileExt;
+use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::sync::Arc;
 
-use grist_io::AtomicTarget;
+use grist_io::{Address, Storage, Writer};
 
 use crate::error::{Error, Result};
 use crate::header::{PREFIX_LEN, crc32, encode_header, header_len};
@@ -39,9 +39,10 @@ impl WriterOptions {
     /// The number of samples the file will hold, if known up front (as
     /// the original's `FileWriter(path, n)` requires). With a count the
     /// samples are written straight into place after the header;
-    /// without one they are spooled to a temporary file and copied behind
-    /// the header at [`finish`](FfrWriter::finish). Either way the file
-    /// is the same. By default, `None` (unknown).
+    /// without one they are written from the file's start and moved
+    /// behind the header at [`finish`](FfrWriter::finish) (one more copy
+    /// of the samples, within the file being written). Either way the
+    /// file is the same. By default, `None` (unknown).
     pub fn with_count(mut self, count: Option<u64>) -> Self {
         self.count = count;
         self
@@ -68,12 +69,15 @@ pub struct WriteSummary {
 /// Writes an FFRecord file, byte-identical to what HFAiLab's `FileWriter`
 /// writes for the same samples.
 ///
-/// The file is written to a hidden temporary sibling and only renamed to
-/// its name by [`finish`](Self::finish), after an fsync; dropping the
-/// writer unfinished, a failed write or `finish`, or finishing with fewer
-/// samples than a declared count removes the temporary file, so no partial
-/// file ever appears under the final name. (The original leaves a zeroed
-/// header there, which its reader then opens as an empty file.)
+/// The file is written through the storage layer
+/// ([`grist_io::Storage::create`]): locally to a hidden temporary sibling,
+/// renamed to its name by [`finish`](Self::finish) after an fsync; to an
+/// object store through a local spool file, uploaded (in parts) by
+/// `finish`. Dropping the writer unfinished, a failed write or `finish`,
+/// or finishing with fewer samples than a declared count leaves nothing,
+/// so no partial file ever appears under the final name. (The original
+/// leaves a zeroed header there, which its reader then opens as an empty
+/// file.)
 ///
 /// ```
 /// use grist_ffrecord::{FfrReader, FfrWriter, ReaderOptions, WriterOptions};
@@ -91,12 +95,9 @@ pub struct WriteSummary {
 /// ```
 pub struct FfrWriter {
     name: Arc<str>,
-    /// The final file's temporary sibling.
-    target: Option<AtomicTarget>,
-    /// Where samples go: the final temporary (count known) or a spool.
-    out: Option<BufWriter<File>>,
-    /// The spool, when the count is not known.
-    spool: Option<AtomicTarget>,
+    /// Where samples go: after the header's room (count known), or from
+    /// the start (moved behind the header by `finish`).
+    out: Option<BufWriter<Writer>>,
     count: Option<u64>,
     checksums: Vec<u32>,
     /// Each sample's offset relative to the first sample.
@@ -107,41 +108,53 @@ pub struct FfrWriter {
 
 impl FfrWriter {
     /// Creates the FFRecord file `path` (written through a temporary
-    /// sibling that [`finish`](Self::finish) renames to `path`).
+    /// sibling that [`finish`](Self::finish) renames to `path`; see
+    /// [`create_at`](Self::create_at)).
     pub fn create(path: impl AsRef<Path>, options: WriterOptions) -> Result<Self> {
-        let path = path.as_ref();
-        let name: Arc<str> = path.display().to_string().into();
+        FfrWriter::create_at(&Storage::new(), &Address::from(path.as_ref()), options)
+    }
+
+    /// Creates the FFRecord file or object at `address` (a path, or an
+    /// object store URL) through `storage`: nothing appears under
+    /// `address` until [`finish`](Self::finish). Fails with
+    /// [`Error::Storage`] when the storage refuses.
+    ///
+    /// ```
+    /// use grist_ffrecord::{FfrWriter, WriterOptions};
+    /// use grist_io::{Address, Storage};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let address = Address::from(dir.path().join("a.ffr"));
+    /// let mut w = FfrWriter::create_at(&Storage::new(), &address, WriterOptions::default())?;
+    /// w.write_sample(b"count not known up front")?;
+    /// assert_eq!(w.finish()?.samples, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn create_at(storage: &Storage, address: &Address, options: WriterOptions) -> Result<Self> {
+        let name = address.name().clone();
         let io_err = |source| Error::Io {
             file: name.clone(),
             source,
         };
-        let (out, target, spool) = match options.count {
-            Some(n) => {
-                let len = header_len(n)
-                    .filter(|&l| l <= i64::MAX as u64)
-                    .ok_or_else(|| {
-                        io_err(io::Error::new(
-                            io::ErrorKind::InvalidInput,
-                            format!("{n} samples need a header longer than a file can be"),
-                        ))
-                    })?;
-                let (mut file, target) = AtomicTarget::create(path).map_err(io_err)?;
-                file.seek(SeekFrom::Start(len)).map_err(io_err)?;
-                (file, target, None)
-            }
-            None => {
-                let (file, target) = AtomicTarget::create(path).map_err(io_err)?;
-                drop(file);
-                let (spool_file, spool) =
-                    AtomicTarget::create_tagged(path, "spool").map_err(io_err)?;
-                (spool_file, target, Some(spool))
-            }
+        let start = match options.count {
+            Some(n) => header_len(n)
+                .filter(|&l| l <= i64::MAX as u64)
+                .ok_or_else(|| {
+                    io_err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("{n} samples need a header longer than a file can be"),
+                    ))
+                })?,
+            None => 0,
         };
+        let mut out = storage
+            .create(address)
+            .map_err(|e| storage_error(&name, e))?;
+        out.seek(SeekFrom::Start(start))
+            .map_err(|e| io_error(&name, e))?;
         Ok(FfrWriter {
             name,
-            target: Some(target),
             out: Some(BufWriter::with_capacity(options.buffer_size, out)),
-            spool,
             count: options.count,
             checksums: Vec::new(),
             offsets: Vec::new(),
@@ -170,10 +183,7 @@ impl FfrWriter {
         };
         if let Err(source) = result {
             self.fail();
-            return Err(Error::Io {
-                file: self.name.clone(),
-                source,
-            });
+            return Err(io_error(&self.name, source));
         }
         self.checksums.push(crc32(sample));
         self.offsets.push(self.written);
@@ -188,9 +198,8 @@ impl FfrWriter {
 
     fn fail(&mut self) {
         self.failed = true;
+        // The output is removed now, not only on drop.
         self.out = None;
-        self.target = None;
-        self.spool = None;
     }
 
     /// Writes the header, makes the file durable and renames it to its
@@ -200,19 +209,14 @@ impl FfrWriter {
     /// name) when fewer samples than a declared count were written.
     pub fn finish(mut self) -> Result<WriteSummary> {
         let name = self.name.clone();
-        let io_err = |source| Error::Io {
-            file: name.clone(),
-            source,
-        };
-        let (Some(out), Some(target), false) = (self.out.take(), self.target.take(), self.failed)
-        else {
+        let io_err = |source| io_error(&name, source);
+        let (Some(out), false) = (self.out.take(), self.failed) else {
             return Err(io_err(earlier_failure()));
         };
         let n = self.checksums.len() as u64;
         if let Some(declared) = self.count {
             if declared != n {
-                // `out` and `target` are dropped here: the temporary file
-                // is removed.
+                // `out` is dropped here: nothing is left.
                 return Err(Error::CountMismatch {
                     file: name,
                     declared,
@@ -232,32 +236,55 @@ impl FfrWriter {
         }
         let offsets: Vec<u64> = self.offsets.iter().map(|o| o + base).collect();
         let header = encode_header(&self.checksums, &offsets);
-        let written = out.into_inner().map_err(|e| io_err(e.into_error()))?;
-        match self.spool.take() {
-            None => {
-                written.write_all_at(&header, 0).map_err(io_err)?;
-            }
-            Some(spool) => {
-                drop(written);
-                let mut dest = target.file();
-                dest.write_all(&header).map_err(io_err)?;
-                let mut from = File::open(spool.tmp()).map_err(io_err)?;
-                let copied = io::copy(&mut from, &mut dest).map_err(io_err)?;
-                if copied != self.written {
-                    return Err(io_err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "the spooled samples changed size",
-                    )));
-                }
-                drop(spool);
-            }
+        let mut file = out.into_inner().map_err(|e| io_err(e.into_error()))?;
+        if self.count.is_none() {
+            // The samples were written from the start: make room for the
+            // header, now that its length is known.
+            shift_up(&mut file, self.written, base).map_err(io_err)?;
         }
-        target.sync().map_err(io_err)?;
-        target.commit().map_err(io_err)?;
+        file.seek(SeekFrom::Start(0))
+            .and_then(|_| file.write_all(&header))
+            .and_then(|()| file.flush())
+            .map_err(io_err)?;
+        file.commit().map_err(|e| storage_error(&name, e))?;
         Ok(WriteSummary {
             samples: n,
             bytes: base + self.written,
         })
+    }
+}
+
+/// Moves the first `len` bytes of `file` up by `by` bytes, the last block
+/// first (so that nothing is overwritten before it is read).
+fn shift_up(file: &mut Writer, len: u64, by: u64) -> io::Result<()> {
+    let mut buf = vec![0u8; len.min(1 << 20) as usize];
+    let mut end = len;
+    while end > 0 {
+        let n = end.min(buf.len() as u64);
+        let start = end - n;
+        let block = &mut buf[..n as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(block)?;
+        file.seek(SeekFrom::Start(start + by))?;
+        file.write_all(block)?;
+        end = start;
+    }
+    Ok(())
+}
+
+/// A failure of the storage layer, naming `file`.
+fn storage_error(file: &Arc<str>, e: grist_io::Error) -> Error {
+    Error::Storage(grist_tensor::StorageError::new(file.clone(), e))
+}
+
+/// A write error: the storage layer's own, or an I/O error of `file`.
+fn io_error(file: &Arc<str>, source: io::Error) -> Error {
+    match grist_tensor::StorageError::from_io(file, source) {
+        Ok(e) => Error::Storage(e),
+        Err(source) => Error::Io {
+            file: file.clone(),
+            source,
+        },
     }
 }
 

@@ -97,6 +97,26 @@ fn known_and_unknown_counts_write_the_same_file() {
     assert_eq!(entries(dir.path()).len(), 8);
 }
 
+/// Without a count the samples are written first and moved behind the
+/// header at the end, a block at a time: samples of several blocks
+/// (megabytes) move whole.
+#[test]
+fn samples_of_many_blocks_move_behind_the_header() {
+    let dir = temp_dir();
+    let mut rng = Rng(7);
+    let samples: Vec<Vec<u8>> = (0..700).map(|_| rng.bytes(5000)).collect();
+    let path = dir.path().join("big.ffr");
+    let mut w = FfrWriter::create(&path, WriterOptions::default()).unwrap();
+    for s in &samples {
+        w.write_sample(s).unwrap();
+    }
+    assert_eq!(w.finish().unwrap().samples, 700);
+    assert_eq!(
+        fs::read(&path).unwrap(),
+        encode_file(samples.iter().map(|s| &s[..]))
+    );
+}
+
 #[test]
 fn no_partial_file_is_ever_left_under_the_final_name() {
     let dir = temp_dir();
@@ -150,10 +170,14 @@ fn no_partial_file_is_ever_left_under_the_final_name() {
     assert_eq!(fs::read(&path).unwrap(), encode_file([&b"new"[..]]));
     assert_eq!(entries(dir.path()), ["out.ffr"]);
 
-    // A folder that does not exist: an I/O error naming the file.
+    // A folder that does not exist: the storage layer's error, naming the
+    // file once.
     let missing = dir.path().join("no").join("such.ffr");
     match FfrWriter::create(&missing, WriterOptions::default()) {
-        Err(e @ Error::Io { .. }) => assert!(e.to_string().contains("such.ffr"), "{e}"),
+        Err(e @ Error::Storage(_)) => {
+            let text = e.to_string();
+            assert!(text.starts_with(&format!("{}: ", missing.display())), "{e}");
+        }
         other => panic!("{other:?}"),
     }
 }
