@@ -1,14 +1,15 @@
 //! Datasets: folders of numbered part files, opened the way OneFlow's
 //! `OFRecordReader` opens them, and split across ranks.
 
-use std::fs::File;
-use std::io::{Seek, SeekFrom};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::error::{Error, Result, io_error};
-use crate::framing::{ReaderOptions, RecordReader, scan_lengths};
+use grist_io::{Address, Storage};
+use grist_tensor::StorageError;
+
+use crate::error::{Error, Result};
+use crate::framing::{ReaderOptions, RecordReader, open_object, read_from, scan_lengths};
 
 /// How part files are named: a prefix, then the part's index in decimal,
 /// left-padded with zeros to the suffix length (never cut). OneFlow's
@@ -247,16 +248,18 @@ impl Dataset {
                 reason: "data_part_num must be at least 1".into(),
             });
         }
+        let storage = Storage::new();
         let parts = (0..data_part_num)
             .map(|index| {
                 let path = dir.join(naming.name(index));
-                if path.is_file() {
-                    Ok(Part { index, path })
-                } else {
-                    Err(Error::MissingPart {
+                let address = Address::from(path.as_path());
+                match storage.stat(&address) {
+                    Ok(Some(meta)) if !meta.is_dir => Ok(Part { index, path }),
+                    Ok(_) => Err(Error::MissingPart {
                         file: path,
                         part: index,
-                    })
+                    }),
+                    Err(e) => Err(Error::Storage(StorageError::new(address.name().clone(), e))),
                 }
             })
             .collect::<Result<_>>()?;
@@ -272,13 +275,17 @@ impl Dataset {
             dir: dir.to_path_buf(),
             reason,
         };
-        let entries = std::fs::read_dir(dir).map_err(|e| io_error(dir, e))?;
+        let address = Address::from(dir);
+        // The files of the folder (not its subfolders nor hidden files).
+        let entries = Storage::new()
+            .list(&address)
+            .map_err(|e| Error::Storage(StorageError::new(address.name().clone(), e)))?;
         let plain = PartNaming::new(prefix, None);
         let mut found: Vec<(usize, PathBuf)> = Vec::new();
         for entry in entries {
-            let entry = entry.map_err(|e| io_error(dir, e))?;
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
+            let Some(name) = entry.address.file_name() else {
+                continue;
+            };
             let Some(digits) = name.strip_prefix(prefix) else {
                 continue;
             };
@@ -288,10 +295,7 @@ impl Dataset {
             let Ok(index) = digits.parse::<usize>() else {
                 return Err(bad(format!("part number of {name:?} is too large")));
             };
-            if !entry.path().is_file() {
-                continue;
-            }
-            found.push((index, entry.path()));
+            found.push((index, dir.join(name)));
         }
         if found.is_empty() {
             return Err(bad(format!("no part files named {prefix}<n>")));
@@ -482,7 +486,7 @@ pub struct DatasetRecord<'a> {
 pub struct DatasetReader {
     segments: std::collections::VecDeque<Segment>,
     options: ReaderOptions,
-    current: Option<(usize, u64, RecordReader<File>)>,
+    current: Option<(usize, u64, RecordReader)>,
     global: u64,
     done: bool,
 }
@@ -563,18 +567,18 @@ impl DatasetReader {
     }
 }
 
-fn open_segment(seg: &Segment, options: ReaderOptions) -> Result<RecordReader<File>> {
+fn open_segment(seg: &Segment, options: ReaderOptions) -> Result<RecordReader> {
     let path = &seg.part.path;
     if seg.first_record == 0 && seg.offset == 0 {
         return RecordReader::open(path, options);
     }
-    let mut file = File::open(path).map_err(|e| io_error(path, e))?;
-    let size = file.metadata().map_err(|e| io_error(path, e))?.len();
-    file.seek(SeekFrom::Start(seg.offset))
-        .map_err(|e| io_error(path, e))?;
+    let object = open_object(&Storage::new(), &Address::from(path.as_path()))?;
+    let size = object.size();
+    // An offset past the end reads nothing: the framing then reports it.
+    let stream = read_from(&object, seg.offset.min(size))?;
     Ok(RecordReader::resume(
-        file,
-        path.display().to_string(),
+        stream,
+        object.name().clone(),
         options,
         seg.first_record,
         seg.offset,

@@ -285,11 +285,3 @@ impl FormatError for Error {
 
 /// A `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// An I/O error on `path`.
-pub(crate) fn io_error(path: &std::path::Path, source: std::io::Error) -> Error {
-    Error::Io {
-        file: path.display().to_string().into(),
-        source,
-    }
-}

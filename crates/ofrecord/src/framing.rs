@@ -4,15 +4,15 @@
 //! [`FrameDecoder`] is the sans-I/O state machine; [`RecordReader`] drives
 //! it over any [`Read`].
 
-use std::fs::File;
 use std::io::{self, Read};
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
-use grist_tensor::Limits;
+use grist_io::{Address, Object, Storage};
+use grist_tensor::{Limits, StorageError};
 
-use crate::error::{Error, Result, io_error};
+use crate::error::{Error, Result};
 use grist_tensor::Location;
 
 /// The size of a record's length prefix.
@@ -312,8 +312,7 @@ pub struct RawRecord<'a> {
 /// assert!(reader.next_record()?.is_none());
 /// # Ok::<(), grist_ofrecord::Error>(())
 /// ```
-#[derive(Debug)]
-pub struct RecordReader<R: Read> {
+pub struct RecordReader<R: Read = Box<dyn Read + Send>> {
     input: R,
     frames: FrameDecoder,
     buf: Vec<u8>,
@@ -326,17 +325,53 @@ pub struct RecordReader<R: Read> {
     last: (u64, u64, Range<usize>),
 }
 
-impl RecordReader<File> {
+impl<R: Read> std::fmt::Debug for RecordReader<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordReader")
+            .field("frames", &self.frames)
+            .field("eof", &self.eof)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RecordReader {
     /// Opens the file at `path`. Its size is known, so a length running
-    /// past its end is reported as truncation before any limit check.
+    /// past its end is reported as truncation before any limit check (see
+    /// [`open_at`](Self::open_at)).
     pub fn open(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Self> {
-        let path = path.as_ref();
-        let file = File::open(path).map_err(|e| io_error(path, e))?;
-        let size = file.metadata().map_err(|e| io_error(path, e))?.len();
-        let mut reader = RecordReader::new(file, path.display().to_string(), options);
-        reader.frames = reader.frames.with_remaining(size);
+        RecordReader::open_at(&Storage::new(), &Address::from(path.as_ref()), options)
+    }
+
+    /// Opens the file or object at `address` (a path, or an object store
+    /// URL) through `storage`. A remote object is read with ranged
+    /// requests issued ahead of the reader. Fails with [`Error::Storage`]
+    /// when the storage cannot open it.
+    pub fn open_at(storage: &Storage, address: &Address, options: ReaderOptions) -> Result<Self> {
+        let object = open_object(storage, address)?;
+        let stream = read_from(&object, 0)?;
+        let mut reader = RecordReader::new(stream, address.name().clone(), options);
+        reader.frames = reader.frames.with_remaining(object.size());
         Ok(reader)
     }
+}
+
+/// How far ahead a stream of a remote object reads (as
+/// [`grist_tensor::Input`] does).
+const READ_AHEAD: usize = 16 << 20;
+
+/// The file or object at `address`, opened (its size known).
+pub(crate) fn open_object(storage: &Storage, address: &Address) -> Result<Object> {
+    storage
+        .open(address)
+        .map_err(|e| Error::Storage(StorageError::new(address.name().clone(), e)))
+}
+
+/// `object` read in order from byte `start`.
+pub(crate) fn read_from(object: &Object, start: u64) -> Result<Box<dyn Read + Send>> {
+    object
+        .reader(start, READ_AHEAD)
+        .map_err(|e| Error::Storage(StorageError::new(object.name().clone(), e)))
 }
 
 impl<R: Read> RecordReader<R> {
@@ -443,9 +478,15 @@ impl<R: Read> RecordReader<R> {
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => {
                         self.buf.truncate(filled);
-                        return Err(Error::Io {
-                            file: self.frames.file().clone(),
-                            source: e,
+                        let file = self.frames.file();
+                        // The storage layer's own errors name their URL
+                        // and bytes.
+                        return Err(match StorageError::from_io(file, e) {
+                            Ok(e) => Error::Storage(e),
+                            Err(source) => Error::Io {
+                                file: file.clone(),
+                                source,
+                            },
                         });
                     }
                 }
@@ -479,17 +520,16 @@ impl<R: Read> RecordReader<R> {
 }
 
 /// Counts the records of the file at `path` by reading only their length
-/// prefixes (seeking over the payloads): the byte offset of record `stop`
+/// prefixes (stepping over the payloads): the byte offset of record `stop`
 /// (when the file has that many) and the number of records read.
 pub(crate) fn scan_lengths(
     path: &Path,
     options: &ReaderOptions,
     stop: Option<u64>,
 ) -> Result<(u64, Option<u64>)> {
-    use std::io::{Seek, SeekFrom};
-    let mut file = File::open(path).map_err(|e| io_error(path, e))?;
-    let size = file.metadata().map_err(|e| io_error(path, e))?.len();
-    let mut frames = FrameDecoder::with_options(path.display().to_string(), options)
+    let object = open_object(&Storage::new(), &Address::from(path))?;
+    let size = object.size();
+    let mut frames = FrameDecoder::with_options(object.name().clone(), options)
         .with_remaining(size)
         .with_limits_unchecked();
     let mut prefix = [0u8; LENGTH_PREFIX];
@@ -502,9 +542,10 @@ pub(crate) fn scan_lengths(
             return Ok((frames.record_index(), None));
         }
         let n = (left as usize).min(LENGTH_PREFIX);
-        file.seek(SeekFrom::Start(frames.offset()))
-            .and_then(|_| file.read_exact(&mut prefix[..n]))
-            .map_err(|e| io_error(path, e))?;
+        let at = frames.offset();
+        object
+            .read_range_into(at..at + n as u64, &mut prefix[..n])
+            .map_err(|e| Error::Storage(StorageError::new(object.name().clone(), e)))?;
         if n < LENGTH_PREFIX {
             // A clean end was handled above: this is a cut length prefix.
             return frames

@@ -5,21 +5,21 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io::{self, Read};
 use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::BytesMut;
+use grist_io::{Address, Storage};
 use grist_tensor::chunking::{FrameCutter, Frames, Window, frame_buffer};
 use grist_tensor::{
     BoxError, Chunk, ChunkPos, ChunkStream, Deferred, Input, ReadOptions, RecordLayout,
-    RecordSource,
+    RecordSource, StorageError,
 };
 
 use crate::dataset::{Dataset, Segment, Shard};
-use crate::error::{Error, Result, io_error};
-use crate::framing::{Decoded, FrameDecoder, ReaderOptions};
+use crate::error::{Error, Result};
+use crate::framing::{Decoded, FrameDecoder, ReaderOptions, open_object, read_from};
 
 /// Reads the records of a dataset's part files, in order, as [`Chunk`]s:
 /// runs of whole records of about [`with_chunk_bytes`](Self::with_chunk_bytes)
@@ -66,7 +66,7 @@ pub struct OfRecordSource {
 /// The segment being read.
 struct OpenSegment {
     name: Arc<str>,
-    file: File,
+    input: Box<dyn Read + Send>,
     frames: FrameDecoder,
     /// Bytes read and not yet handed out; starts at a record boundary.
     buf: BytesMut,
@@ -169,19 +169,17 @@ impl fmt::Debug for OfRecordSource {
 impl OpenSegment {
     fn open(seg: &Segment, options: &ReaderOptions) -> Result<Self> {
         let path = &seg.part.path;
-        let mut file = File::open(path).map_err(|e| io_error(path, e))?;
-        let size = file.metadata().map_err(|e| io_error(path, e))?.len();
-        if seg.offset > 0 {
-            file.seek(SeekFrom::Start(seg.offset))
-                .map_err(|e| io_error(path, e))?;
-        }
-        let name: Arc<str> = path.display().to_string().into();
+        let object = open_object(&Storage::new(), &Address::from(path.as_path()))?;
+        let size = object.size();
+        // An offset past the end reads nothing: the framing then reports it.
+        let input = read_from(&object, seg.offset.min(size))?;
+        let name = object.name().clone();
         Ok(OpenSegment {
             frames: FrameDecoder::with_options(name.clone(), options)
                 .with_remaining(size)
                 .with_position(seg.first_record, seg.offset),
             name,
-            file,
+            input,
             buf: BytesMut::new(),
             eof: false,
             left: seg.records.unwrap_or(u64::MAX),
@@ -248,7 +246,7 @@ impl OpenSegment {
             if filled == self.buf.len() {
                 break Ok(());
             }
-            match self.file.read(&mut self.buf[filled..]) {
+            match self.input.read(&mut self.buf[filled..]) {
                 Ok(0) => {
                     self.eof = true;
                     break Ok(());
@@ -256,9 +254,14 @@ impl OpenSegment {
                 Ok(n) => filled += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(source) => {
-                    break Err(Error::Io {
-                        file: self.name.clone(),
-                        source,
+                    // The storage layer's own errors name their URL and
+                    // bytes.
+                    break Err(match StorageError::from_io(&self.name, source) {
+                        Ok(e) => Error::Storage(e),
+                        Err(source) => Error::Io {
+                            file: self.name.clone(),
+                            source,
+                        },
                     });
                 }
             }

@@ -1,14 +1,16 @@
 //! Writing OFRecord files: [`RecordWriter`] frames records into any
-//! [`Write`]; [`DatasetWriter`] fills a folder of part files, each written
-//! beside its final name, fsynced and renamed when complete.
+//! [`Write`]; [`DatasetWriter`] fills a folder (or an object store prefix)
+//! with part files, each written atomically through the storage layer.
 
-use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use grist_io::{Address, Storage, Writer};
+use grist_tensor::StorageError;
+
 use crate::dataset::PartNaming;
-use crate::error::{Error, Result, io_error};
+use crate::error::{Error, Result};
 use crate::framing::LENGTH_PREFIX;
 
 /// Frames records (8-byte little-endian length, then the payload) into any
@@ -54,9 +56,13 @@ impl<W: Write> RecordWriter<W> {
         self.out
             .write_all(&(len as i64).to_le_bytes())
             .and_then(|()| self.out.write_all(payload))
-            .map_err(|source| Error::Io {
-                file: self.name.clone(),
-                source,
+            .map_err(|source| match StorageError::from_io(&self.name, source) {
+                // The storage layer's own errors name their URL.
+                Ok(e) => Error::Storage(e),
+                Err(source) => Error::Io {
+                    file: self.name.clone(),
+                    source,
+                },
             })?;
         self.records += 1;
         self.bytes += LENGTH_PREFIX as u64 + len;
@@ -93,20 +99,23 @@ pub struct DatasetSummary {
 
 /// The part being written.
 struct OpenPart {
-    out: RecordWriter<BufWriter<tempfile::NamedTempFile>>,
-    dest: PathBuf,
+    out: RecordWriter<BufWriter<Writer>>,
+    dest: Address,
 }
 
 /// Writes a dataset: records into part files `part-00000`, `part-00001`,
 /// ... of a folder, a new part when the current one reaches its record or
 /// byte limit.
 ///
-/// Each part is written to a hidden temporary file beside it, fsynced and
-/// renamed to its name when it is complete, so a part file under its final
-/// name is always whole. Dropping the writer unfinished removes the part in
-/// progress (the completed parts stay). The writer refuses a folder that
-/// already holds part files of its naming (another dataset's parts would
-/// mix with its own). A dataset of no records is one empty part.
+/// Each part is written through the storage layer
+/// ([`grist_io::Storage::create`]) and made visible under its name when it
+/// is complete: locally a hidden temporary file beside it, fsynced and
+/// renamed; in an object store a multipart upload, completed. So a part
+/// file under its final name is always whole. Dropping the writer
+/// unfinished removes the part in progress (the completed parts stay). The
+/// writer refuses a folder that already holds part files of its naming
+/// (another dataset's parts would mix with its own). A dataset of no
+/// records is one empty part.
 ///
 /// ```
 /// use grist_ofrecord::{Dataset, DatasetWriter, PartNaming};
@@ -124,7 +133,8 @@ struct OpenPart {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct DatasetWriter {
-    dir: PathBuf,
+    storage: Storage,
+    dir: Address,
     naming: PartNaming,
     records_per_part: u64,
     bytes_per_part: u64,
@@ -146,12 +156,36 @@ impl std::fmt::Debug for DatasetWriter {
 }
 
 impl DatasetWriter {
-    /// A writer of a dataset in folder `dir` (created if missing).
+    /// A writer of a dataset in folder `dir` (created if missing; see
+    /// [`create_at`](Self::create_at)).
     pub fn create(dir: impl AsRef<Path>) -> Result<Self> {
-        let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
+        DatasetWriter::create_at(&Storage::new(), &Address::from(dir.as_ref()))
+    }
+
+    /// A writer of a dataset in the folder or object store prefix `dir`
+    /// (a path, or a URL such as `s3://bucket/train/`), through `storage`.
+    /// A local folder is created if missing; an object store has no
+    /// folders to create.
+    ///
+    /// ```
+    /// use grist_io::{Address, Storage};
+    /// use grist_ofrecord::DatasetWriter;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let ds = Address::from(dir.path().join("ds"));
+    /// let mut w = DatasetWriter::create_at(&Storage::new(), &ds)?;
+    /// w.write_record(b"...")?;
+    /// assert_eq!(w.finish()?.parts, 1);
+    /// assert!(dir.path().join("ds/part-00000").is_file());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn create_at(storage: &Storage, dir: &Address) -> Result<Self> {
+        storage
+            .create_dir_all(dir)
+            .map_err(|e| storage_error(dir.name(), e))?;
         Ok(DatasetWriter {
-            dir: dir.to_path_buf(),
+            storage: storage.clone(),
+            dir: dir.clone(),
             naming: PartNaming::new("part-", Some(5)),
             records_per_part: u64::MAX,
             bytes_per_part: u64::MAX,
@@ -190,8 +224,8 @@ impl DatasetWriter {
         self
     }
 
-    /// The folder.
-    pub fn dir(&self) -> &Path {
+    /// The folder or prefix.
+    pub fn dir(&self) -> &Address {
         &self.dir
     }
 
@@ -242,7 +276,7 @@ impl DatasetWriter {
 
     fn earlier_failure(&self) -> Error {
         Error::Io {
-            file: self.dir.display().to_string().into(),
+            file: self.dir.name().clone(),
             source: std::io::Error::other("an earlier write to this dataset writer failed"),
         }
     }
@@ -252,23 +286,14 @@ impl DatasetWriter {
         if index == 0 {
             self.check_empty()?;
         }
-        let dest = self.dir.join(self.naming.name(index));
-        let prefix = format!(".{}.", self.naming.name(index));
-        let mut builder = tempfile::Builder::new();
-        builder.prefix(&prefix).suffix(".tmp");
-        // A part gets the mode a plain `File::create` would give it (0666
-        // less the umask), not the temporary file's private 0600.
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            builder.permissions(fs::Permissions::from_mode(0o666));
-        }
-        let tmp = builder
-            .tempfile_in(&self.dir)
-            .map_err(|e| io_error(&dest, e))?;
+        let dest = self.dir.join(&self.naming.name(index));
+        let out = self
+            .storage
+            .create(&dest)
+            .map_err(|e| storage_error(dest.name(), e))?;
         let out = RecordWriter::named(
-            BufWriter::with_capacity(self.buffer_size, tmp),
-            dest.display().to_string(),
+            BufWriter::with_capacity(self.buffer_size, out),
+            dest.name().clone(),
         );
         self.current = Some(OpenPart { out, dest });
         Ok(())
@@ -276,13 +301,15 @@ impl DatasetWriter {
 
     /// Fails when the folder already holds a part of this naming.
     fn check_empty(&self) -> Result<()> {
-        let entries = std::fs::read_dir(&self.dir).map_err(|e| io_error(&self.dir, e))?;
+        let entries = match self.storage.list(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) => return Err(storage_error(self.dir.name(), e)),
+        };
         for entry in entries {
-            let entry = entry.map_err(|e| io_error(&self.dir, e))?;
-            if let Some(name) = entry.file_name().to_str() {
+            if let Some(name) = entry.address.file_name() {
                 if self.naming.index_of(name).is_some() {
                     return Err(Error::DatasetExists {
-                        dir: self.dir.clone(),
+                        dir: PathBuf::from(self.dir.as_str()),
                         file: name.to_string(),
                     });
                 }
@@ -297,18 +324,11 @@ impl DatasetWriter {
             return Ok(());
         };
         let (records, bytes) = (out.records(), out.bytes());
-        let err = |e: std::io::Error| io_error(&dest, e);
-        let tmp = out
-            .into_inner()
-            .into_inner()
-            .map_err(|e| err(e.into_error()))?;
-        tmp.as_file().sync_all().map_err(err)?;
-        tmp.persist(&dest).map_err(|e| err(e.error))?;
-        // Make the rename durable too (best effort: not every file system
-        // can sync a directory).
-        if let Ok(d) = File::open(&self.dir) {
-            let _ = d.sync_all();
-        }
+        let file = out.into_inner().into_inner().map_err(|e| Error::Io {
+            file: dest.name().clone(),
+            source: e.into_error(),
+        })?;
+        file.commit().map_err(|e| storage_error(dest.name(), e))?;
         self.summary.parts += 1;
         self.summary.records += records;
         self.summary.bytes += bytes;
@@ -344,4 +364,9 @@ impl DatasetWriter {
         self.close_part()?;
         Ok(self.summary)
     }
+}
+
+/// A failure of the storage layer, naming `file`.
+fn storage_error(file: &Arc<str>, e: grist_io::Error) -> Error {
+    Error::Storage(StorageError::new(file.clone(), e))
 }
