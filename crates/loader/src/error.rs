@@ -55,7 +55,11 @@ pub enum Error {
     },
 
     // -- I/O --
-    /// Reading a spec file or starting a thread failed.
+    /// Reading a spec file through the storage layer failed (the message
+    /// names the file or URL).
+    #[error(transparent)]
+    Storage(#[from] grist_tensor::StorageError),
+    /// Starting a thread failed.
     #[error("{file}")]
     Io {
         /// The file (or thread).
@@ -125,6 +129,7 @@ impl FormatError for Error {
             Error::Sources(e) => e.kind(),
             Error::Batch { source, .. } => source.kind(),
             Error::BadOption { .. } | Error::StateMismatch { .. } => ErrorKind::Argument,
+            Error::Storage(e) => e.kind(),
             Error::Io { .. } => ErrorKind::Io,
             Error::ThreadPanicked { .. } => ErrorKind::Unsupported,
         }

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use grist_io::Storage;
+use grist_io::{Address, Storage};
 use grist_tensor::{
     Access, Batch, Chunk, ChunkPos, Decoder, FeatureSpec, Format, Gathered, Limits, Location,
-    RandomAccess, ReadOptions, RecordLayout, Registry, SpecFile,
+    RandomAccess, ReadOptions, RecordLayout, Registry, SpecFile, StorageError,
 };
 
 use crate::autotune::{self, Calibrator, CostModel, Plan, WorkItem};
@@ -156,7 +156,9 @@ impl LoaderBuilder {
     }
 
     /// The features to decode, from a spec file in JSON (read at
-    /// [`build`](Self::build)). See [`with_spec_file`](Self::with_spec_file).
+    /// [`build`](Self::build), through the loader's
+    /// [storage](Self::with_storage): a path, or an object store URL). See
+    /// [`with_spec_file`](Self::with_spec_file).
     pub fn with_spec_path(mut self, path: impl Into<PathBuf>) -> Self {
         self.spec_path = Some(path.into());
         self
@@ -341,7 +343,7 @@ impl LoaderBuilder {
         }
         let spec = match (self.spec, &self.spec_path) {
             (Some(spec), _) => spec,
-            (None, Some(path)) => read_spec(path)?,
+            (None, Some(path)) => read_spec(&self.storage, path)?,
             (None, None) => return Err(Error::option("with_specs", "no features to decode")),
         };
         let batch_size = self.batch_size.or(spec.batch_size).unwrap_or(1024);
@@ -464,10 +466,19 @@ impl LoaderBuilder {
     }
 }
 
-fn read_spec(path: &Path) -> Result<SpecFile> {
-    let name: Arc<str> = path.display().to_string().into();
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(&name, e))?;
-    SpecFile::from_json(&text).map_err(|e| Error::BadOption {
+/// The spec file at `path` (a path, or a URL of the loader's storage).
+fn read_spec(storage: &Storage, path: &Path) -> Result<SpecFile> {
+    let text = path.to_string_lossy();
+    let name: Arc<str> = text.as_ref().into();
+    let address = Address::parse(&text).map_err(|e| StorageError::new(name.clone(), e))?;
+    let bytes = storage
+        .read_all(&address)
+        .map_err(|e| StorageError::new(name.clone(), e))?;
+    let text = std::str::from_utf8(&bytes).map_err(|e| Error::BadOption {
+        option: "with_spec_path",
+        reason: format!("{name}: not UTF-8 text: {e}"),
+    })?;
+    SpecFile::from_json(text).map_err(|e| Error::BadOption {
         option: "with_spec_path",
         reason: format!("{name}: {e}"),
     })

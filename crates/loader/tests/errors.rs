@@ -481,3 +481,36 @@ fn errors_stay_small_enough_to_return() {
     assert_eq!(e.to_string(), "a.tfrecord");
     assert_eq!(chain(&e), "a.tfrecord: gone");
 }
+
+/// A spec file is read through the loader's storage: a missing one is the
+/// storage layer's error, naming the file once.
+#[test]
+fn spec_files_are_read_through_the_storage() {
+    let fx = Fixture::standard(Kind::Tfrecord);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("spec.json");
+    let doc = serde_json::json!({ "features": specs() });
+    std::fs::write(&spec, doc.to_string()).unwrap();
+    let from_file = crate::support::drain(
+        &mut crate::support::loader()
+            .with_paths(fx.sources.clone())
+            .with_spec_path(&spec)
+            .build()
+            .unwrap(),
+    );
+    let inline = crate::support::drain(&mut fx.builder().build().unwrap());
+    assert_eq!(
+        crate::support::ids_by_epoch(&from_file),
+        crate::support::ids_by_epoch(&inline)
+    );
+
+    let missing = dir.path().join("missing.json");
+    let e = crate::support::loader()
+        .with_paths(fx.sources.clone())
+        .with_spec_path(&missing)
+        .build()
+        .unwrap_err();
+    assert!(matches!(e, Error::Storage(_)), "{e:?}");
+    assert_eq!(FormatError::kind(&e), ErrorKind::Io);
+    assert_eq!(chain(&e), format!("{}: not found", missing.display()));
+}
