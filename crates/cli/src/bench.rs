@@ -141,7 +141,7 @@ fn access(mmap: bool) -> Access {
 fn loader(args: &Args, epochs: Epochs) -> anyhow::Result<Loader> {
     let loaded = load_spec(&args.spec)?;
     let mut builder = grist::loader()
-        .with_storage(crate::sources::storage())
+        .with_storage(crate::sources::storage()?)
         .with_paths(args.files.iter().cloned())
         .with_spec_file(loaded.spec)
         .with_threads(args.threads)

@@ -136,7 +136,7 @@ fn cat_batches(args: &Args, spec_path: &Path, out: &mut Out) -> anyhow::Result<(
         .unwrap_or(1);
     let drop_remainder = args.drop_remainder || loaded.spec.drop_remainder == Some(true);
     let mut builder = grist::loader()
-        .with_storage(crate::sources::storage())
+        .with_storage(crate::sources::storage()?)
         .with_paths(args.files.iter().cloned())
         .with_spec_file(loaded.spec)
         .with_batch_size(batch_size)

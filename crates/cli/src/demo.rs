@@ -57,8 +57,9 @@ pub(crate) struct Args {
     #[arg(long, value_name = "S", default_value_t = 42)]
     seed: u64,
 
-    /// Keep the files in this folder (created if missing) instead of a
-    /// temporary one.
+    /// Keep the files in this folder (created if missing), or under this
+    /// object store URL (`s3://bucket/demo`), instead of a temporary
+    /// folder.
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
 
@@ -70,7 +71,7 @@ pub(crate) struct Args {
 /// One data set of the demo: a file or folder and what it is (its format
 /// is told by grist's registry, from its name).
 struct Data {
-    path: PathBuf,
+    path: grist::Address,
     describe: String,
     /// The types it stores (Avro's own, or tf.Example's).
     types: OutputFormat,
@@ -82,8 +83,8 @@ struct Data {
 fn loader(data: &Data, threads: Threads) -> anyhow::Result<grist::LoaderBuilder> {
     let spec: SpecFile = prod19::spec_file(data.types);
     Ok(grist::loader()
-        .with_storage(crate::sources::storage())
-        .with_path(&data.path)
+        .with_storage(crate::sources::storage()?)
+        .with_path(data.path.as_str())
         .with_spec_file(spec)
         .with_batch_size(BATCH)
         .with_threads(threads))
@@ -113,14 +114,14 @@ fn check(data: &Data, threads: Threads, records: u64, seed: u64) -> anyhow::Resu
         let batch = batch?;
         expected
             .check(&batch)
-            .with_context(|| format!("{}: batch {batches}", data.path.display()))?;
+            .with_context(|| format!("{}: batch {batches}", data.path))?;
         sum = sum.wrapping_add(checksum(&batch));
         batches += 1;
         loader.recycle(batch);
     }
     expected
         .finish()
-        .with_context(|| format!("{}", data.path.display()))?;
+        .with_context(|| format!("{}", data.path))?;
     Ok((sum, batches))
 }
 
@@ -164,13 +165,13 @@ fn timed(data: &Data, threads: Threads, seed: u64) -> anyhow::Result<Timed> {
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let temp;
     let dir = match &args.dir {
-        Some(dir) => dir.clone(),
+        Some(dir) => grist::Address::parse(&dir.to_string_lossy())?,
         None => {
             temp = tempfile::Builder::new()
                 .prefix("grist-demo-")
                 .tempdir()
                 .context("creating a temporary folder")?;
-            temp.path().to_path_buf()
+            grist::Address::from(temp.path())
         }
     };
     let mut out = Out::stdout();
@@ -203,22 +204,18 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         fmt::seconds(start.elapsed())
     ))?;
-    let width = all
-        .iter()
-        .map(|d| d.path.display().to_string().len())
-        .max()
-        .unwrap_or(0);
+    let width = all.iter().map(|d| d.path.as_str().len()).max().unwrap_or(0);
     for d in &all {
         out.line(format_args!(
             "  {:<width$}  {:>10}  {:>8} records  {}",
-            d.path.display().to_string(),
+            d.path.as_str(),
             fmt::bytes(d.bytes),
             fmt::count(d.records),
             d.describe
         ))?;
     }
     for spec in &dataset.specs {
-        out.line(format_args!("  {}", spec.display()))?;
+        out.line(format_args!("  {spec}"))?;
     }
 
     out.line(format_args!(
@@ -232,7 +229,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         sums.push(sum);
         out.line(format_args!(
             "  {:<width$}  OK  {} records in {} batches",
-            d.path.display().to_string(),
+            d.path.as_str(),
             fmt::count(d.records),
             fmt::count(batches)
         ))?;
@@ -265,7 +262,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 if t.records != d.records || t.sum != sum {
                     anyhow::bail!(
                         "{}: the shuffled pass read other records ({} records) than the ordered one",
-                        d.path.display(),
+                        d.path,
                         t.records
                     );
                 }
@@ -311,14 +308,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     out.line("")?;
     match &args.dir {
-        Some(dir) => {
-            let spec = prod19::spec_path(dir, OutputFormat::Tfrecord);
+        Some(_) => {
+            let spec = prod19::spec_path(&dir, OutputFormat::Tfrecord);
             out.line(format_args!(
                 "next: `grist bench --spec {} --shuffle-buffer 10000 {}` measures one of them \
                  (Avro: --spec {})",
-                spec.display(),
-                all[4].path.display(),
-                prod19::spec_path(dir, OutputFormat::Avro).display(),
+                spec,
+                all[4].path,
+                prod19::spec_path(&dir, OutputFormat::Avro),
             ))?;
         }
         None => out.line(

@@ -58,7 +58,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "CODEC", value_parser = parse_codec)]
     codec: Option<Codec>,
 
-    /// Output folder (created if missing). TFRecord: writes
+    /// Output folder (created if missing), or an object store URL
+    /// (`s3://bucket/dir`: each file is uploaded when complete). TFRecord: writes
     /// `<name>.tfrecord`, `<name>.spec.json` and, with --gzip,
     /// `<name>.tfrecord.gz`. Avro: `<name>.avro` (codec null) or
     /// `<name>.<codec>.avro`, and `<name>.avro.spec.json`. FFRecord:
@@ -101,18 +102,19 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         (OutputFormat::Ffrecord, _) => vec![FileKind::Ffrecord],
         (OutputFormat::Ofrecord, _) => vec![FileKind::Ofrecord],
     };
-    let dataset = prod19::write(&args.out, args.records, args.seed, &kinds)?;
+    let dir = grist::Address::parse(&args.out.to_string_lossy())?;
+    let dataset = prod19::write(&dir, args.records, args.seed, &kinds)?;
     let mut out = Out::stdout();
     for f in &dataset.files {
         out.line(format_args!(
             "wrote {}  ({} records, {})",
-            f.path.display(),
+            f.path,
             fmt::count(f.records),
             fmt::bytes(f.bytes)
         ))?;
     }
     for spec in &dataset.specs {
-        out.line(format_args!("wrote {}", spec.display()))?;
+        out.line(format_args!("wrote {spec}"))?;
     }
     out.line(format_args!("done in {}", fmt::seconds(dataset.elapsed)))?;
     out.flush()?;

@@ -48,6 +48,15 @@ use clap::{Parser, Subcommand};
                   built into this binary) or, without a TFRecord extension, from the first \
                   bytes; Avro files name their codec in their header (null, deflate, snappy, \
                   zstandard, bzip2, xz).\n\n\
+                  Any file or folder may be an object store URL (s3://, gs://, az://, \
+                  http(s)://), read and written through grist's storage layer: object_store's \
+                  environment variables configure it (AWS_ENDPOINT, AWS_ACCESS_KEY_ID, \
+                  AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ALLOW_HTTP, GOOGLE_*, AZURE_*), and \
+                  GRIST_REMOTE_ATTEMPTS (requests per operation, default 10), \
+                  GRIST_REMOTE_REQUEST_TIMEOUT (seconds per request, default 30) and \
+                  GRIST_REMOTE_DEADLINE (seconds per operation with its retries, default 180) \
+                  how failed requests are retried. Files written to an object store appear \
+                  only once complete.\n\n\
                   Start with `grist demo`, then try `grist gen prod19 --out DIR` and \
                   `grist bench --spec DIR/prod19.spec.json DIR/prod19.tfrecord`."
 )]

@@ -12,12 +12,12 @@
 //! (`synth::prod19_native`, `synth::prod19_native_specs`).
 
 use std::borrow::Cow;
-use std::fs::{self, File};
-use std::path::{Path, PathBuf};
+use std::io::Write as _;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use grist::{Address, Storage};
 use grist_avro_tensor::{Codec, ContainerWriter};
 use grist_ffrecord::FfrWriter;
 use grist_ofrecord::{DatasetWriter, OfRecordFormat};
@@ -97,14 +97,14 @@ pub(crate) fn spec_file(format: OutputFormat) -> SpecFile {
     }
 }
 
-/// The path of the spec file of `format` in `dir`: `prod19.spec.json`
+/// The address of the spec file of `format` in `dir`: `prod19.spec.json`
 /// (TFRecord, FFRecord, OFRecord: the same features),
 /// `prod19.avro.spec.json` (Avro).
-pub(crate) fn spec_path(dir: &Path, format: OutputFormat) -> PathBuf {
+pub(crate) fn spec_path(dir: &Address, format: OutputFormat) -> Address {
     match format {
-        OutputFormat::Avro => dir.join(format!("{NAME}.avro.spec.json")),
+        OutputFormat::Avro => dir.join(&format!("{NAME}.avro.spec.json")),
         OutputFormat::Tfrecord | OutputFormat::Ffrecord | OutputFormat::Ofrecord => {
-            dir.join(format!("{NAME}.spec.json"))
+            dir.join(&format!("{NAME}.spec.json"))
         }
     }
 }
@@ -171,10 +171,10 @@ impl FileKind {
 #[derive(Debug)]
 pub(crate) struct Written {
     /// The file (the folder, for OFRecord).
-    pub(crate) path: PathBuf,
+    pub(crate) path: Address,
     pub(crate) kind: FileKind,
     pub(crate) records: u64,
-    /// The size on disk (of the files in the folder, for OFRecord).
+    /// The size in storage (of the files in the folder, for OFRecord).
     pub(crate) bytes: u64,
 }
 
@@ -184,7 +184,7 @@ pub(crate) struct Dataset {
     /// The data files, in the order asked for.
     pub(crate) files: Vec<Written>,
     /// The spec file of each format written (see [`spec_path`]).
-    pub(crate) specs: Vec<PathBuf>,
+    pub(crate) specs: Vec<Address>,
     /// The time taken to generate, encode and write everything.
     pub(crate) elapsed: Duration,
 }
@@ -193,25 +193,27 @@ pub(crate) struct Dataset {
 // One per file, moved once to its writer thread: its size does not matter.
 #[allow(clippy::large_enum_variant)]
 enum Sink {
-    Tfrecord(RecordWriter<File>),
-    Avro(ContainerWriter<File>),
+    Tfrecord(RecordWriter),
+    Avro(ContainerWriter),
     Ffrecord(FfrWriter),
-    /// The parts are written into a fresh hidden folder beside `dest`,
-    /// which takes its place when complete.
-    Ofrecord {
-        writer: DatasetWriter,
-        dest: PathBuf,
-        temp: tempfile::TempDir,
-    },
+    Ofrecord(DatasetWriter),
 }
 
 impl Sink {
     /// Creates the file of `kind` at `path` for `records` records (the
     /// data of `seed` gives an Avro file its sync marker, so the same seed
-    /// gives the same bytes).
-    fn create(path: &Path, kind: FileKind, seed: u64, records: u64) -> anyhow::Result<Sink> {
+    /// gives the same bytes). Each file appears under its name only once
+    /// it is complete (for OFRecord, each part).
+    fn create(
+        storage: &Storage,
+        path: &Address,
+        kind: FileKind,
+        seed: u64,
+        records: u64,
+    ) -> anyhow::Result<Sink> {
         Ok(match kind {
-            FileKind::Tfrecord { .. } => Sink::Tfrecord(RecordWriter::create(
+            FileKind::Tfrecord { .. } => Sink::Tfrecord(RecordWriter::create_at(
+                storage,
                 path,
                 grist_tfrecord::WriterOptions::default(),
             )?),
@@ -225,25 +227,19 @@ impl Sink {
                 let options = grist_avro_tensor::WriterOptions::default()
                     .with_codec(codec)
                     .with_sync_marker(sync);
-                Sink::Avro(ContainerWriter::create(path, &schema, options)?)
+                Sink::Avro(ContainerWriter::create_at(storage, path, &schema, options)?)
             }
-            FileKind::Ffrecord => Sink::Ffrecord(FfrWriter::create(
+            FileKind::Ffrecord => Sink::Ffrecord(FfrWriter::create_at(
+                storage,
                 path,
                 grist_ffrecord::WriterOptions::default().with_count(Some(records)),
             )?),
             FileKind::Ofrecord => {
-                let parent = path.parent().unwrap_or(Path::new("."));
-                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or(NAME);
-                let temp = tempfile::Builder::new()
-                    .prefix(&format!(".{name}."))
-                    .tempdir_in(parent)
-                    .with_context(|| format!("creating a folder in {}", parent.display()))?;
+                remove_dataset(storage, path)?;
                 let per_part = records.div_ceil(OFRECORD_PARTS).max(1);
-                Sink::Ofrecord {
-                    writer: DatasetWriter::create(temp.path())?.with_records_per_part(per_part),
-                    dest: path.to_path_buf(),
-                    temp,
-                }
+                Sink::Ofrecord(
+                    DatasetWriter::create_at(storage, path)?.with_records_per_part(per_part),
+                )
             }
         })
     }
@@ -253,7 +249,7 @@ impl Sink {
             Sink::Tfrecord(w) => w.write_record(record)?,
             Sink::Avro(w) => w.append_datum(record)?,
             Sink::Ffrecord(w) => w.write_sample(record)?,
-            Sink::Ofrecord { writer, .. } => writer.write_record(record)?,
+            Sink::Ofrecord(w) => w.write_record(record)?,
         }
         Ok(())
     }
@@ -264,66 +260,56 @@ impl Sink {
             Sink::Tfrecord(w) => w.finish()?.records,
             Sink::Avro(w) => w.finish()?.records,
             Sink::Ffrecord(w) => w.finish()?.samples,
-            Sink::Ofrecord { writer, dest, temp } => {
-                let records = writer.finish()?.records;
-                replace_dataset(temp, &dest)?;
-                records
-            }
+            Sink::Ofrecord(w) => w.finish()?.records,
         })
     }
 }
 
-/// Moves the complete OFRecord dataset in `temp` to `dest`, replacing the
-/// dataset there (a folder holding only part files) if there is one.
-fn replace_dataset(temp: tempfile::TempDir, dest: &Path) -> anyhow::Result<()> {
-    if dest.exists() {
-        let mut old = Vec::new();
-        let entries =
-            fs::read_dir(dest).with_context(|| format!("replacing {}", dest.display()))?;
-        for entry in entries {
-            let path = entry
-                .with_context(|| format!("replacing {}", dest.display()))?
-                .path();
-            let name = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or_default();
-            let part = OfRecordFormat::default().name_match(name) != NameMatch::No;
-            if !part || !path.is_file() {
-                bail!(
-                    "{} holds {}, which is not an OFRecord part file: not replacing it",
-                    dest.display(),
-                    path.display()
-                );
-            }
-            old.push(path);
-        }
-        // Only part files: remove them all, then the folder.
-        for path in old {
-            fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
-        }
-        fs::remove_dir(dest).with_context(|| format!("replacing {}", dest.display()))?;
+/// Removes the OFRecord dataset at `dest` (a folder or prefix holding
+/// only part files), if there is one, so that a new one can be written
+/// there; refuses a folder holding any other file.
+///
+/// The new parts are written where the old ones were, each made visible
+/// when it is complete: an object store has no folders to rename, so the
+/// dataset as a whole is replaced part by part, not at once.
+fn remove_dataset(storage: &Storage, dest: &Address) -> anyhow::Result<()> {
+    let entries = match storage.list(dest) {
+        Ok(entries) => entries,
+        // Nothing there yet.
+        Err(e) if e.is_not_found() => return Ok(()),
+        Err(e) => return Err(anyhow::Error::from(e).context(format!("replacing {dest}"))),
+    };
+    let format = OfRecordFormat::default();
+    if let Some(other) = entries.iter().find(|e| {
+        e.address
+            .file_name()
+            .is_none_or(|name| format.name_match(name) == NameMatch::No)
+    }) {
+        bail!(
+            "{dest} holds {}, which is not an OFRecord part file: not replacing it",
+            other.address
+        );
     }
-    let from = temp.keep();
-    fs::rename(&from, dest)
-        .with_context(|| format!("moving {} to {}", from.display(), dest.display()))
+    // Only part files: remove them all.
+    for entry in entries {
+        storage
+            .remove(&entry.address)
+            .with_context(|| format!("removing {}", entry.address))?;
+    }
+    Ok(())
 }
 
-/// The size of a file, or of the files in a folder.
-pub(crate) fn size_on_disk(path: &Path) -> anyhow::Result<u64> {
-    let meta = fs::metadata(path).with_context(|| format!("{}", path.display()))?;
-    if !meta.is_dir() {
-        return Ok(meta.len());
+/// The size of a file, or of the files in a folder (an OFRecord dataset).
+pub(crate) fn size_in_storage(
+    storage: &Storage,
+    path: &Address,
+    kind: FileKind,
+) -> anyhow::Result<u64> {
+    if kind == FileKind::Ofrecord {
+        let entries = storage.list(path)?;
+        return Ok(entries.iter().map(|e| e.size).sum());
     }
-    let mut total = 0;
-    for entry in fs::read_dir(path).with_context(|| format!("{}", path.display()))? {
-        let entry = entry.with_context(|| format!("{}", path.display()))?;
-        total += entry
-            .metadata()
-            .with_context(|| format!("{}", entry.path().display()))?
-            .len();
-    }
-    Ok(total)
+    Ok(storage.open(path)?.size())
 }
 
 /// A chunk of encoded records, shared by the writers of one format.
@@ -334,13 +320,16 @@ type Encoded = Arc<Vec<Vec<u8>>>;
 /// [`FileKind::file_name`]), and the spec file of each format among them
 /// (`{"features": [...]}`, see [`spec_path`]).
 pub(crate) fn write(
-    dir: &Path,
+    dir: &Address,
     records: u64,
     seed: u64,
     kinds: &[FileKind],
 ) -> anyhow::Result<Dataset> {
     let start = Instant::now();
-    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let storage = crate::sources::storage()?;
+    storage
+        .create_dir_all(dir)
+        .with_context(|| format!("creating {dir}"))?;
     let mut specs = Vec::new();
     for format in formats(kinds.iter().map(|k| k.format())) {
         let path = spec_path(dir, format);
@@ -349,15 +338,18 @@ pub(crate) fn write(
         }
         let text =
             serde_json::to_string_pretty(&json!({ "features": spec_file(format).features }))?;
-        fs::write(&path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
+        let mut out = storage.create(&path)?;
+        out.write_all((text + "\n").as_bytes())
+            .with_context(|| format!("writing {path}"))?;
+        out.commit()?;
         specs.push(path);
     }
 
-    let paths: Vec<PathBuf> = kinds.iter().map(|k| dir.join(k.file_name())).collect();
+    let paths: Vec<Address> = kinds.iter().map(|k| dir.join(&k.file_name())).collect();
     let sinks = paths
         .iter()
         .zip(kinds)
-        .map(|(p, &k)| Sink::create(p, k, seed, records))
+        .map(|(p, &k)| Sink::create(&storage, p, k, seed, records))
         .collect::<anyhow::Result<Vec<_>>>()?;
     // Each file is written (and compressed) on its own thread, while the
     // chunks are generated and encoded a few at a time in parallel.
@@ -391,7 +383,7 @@ pub(crate) fn write(
     })?;
     let mut files = Vec::new();
     for ((records, path), &kind) in counts.into_iter().zip(paths).zip(kinds) {
-        let bytes = size_on_disk(&path)?;
+        let bytes = size_in_storage(&storage, &path, kind)?;
         files.push(Written {
             path,
             kind,

@@ -15,9 +15,53 @@ use grist_tensor::{Format, Input, RegistryError};
 /// The storage every command reads and writes through: local files, and
 /// object stores (`s3://`, `gs://`, `az://`, `http(s)://`) configured by
 /// object_store's usual environment variables (`AWS_ENDPOINT`,
-/// `AWS_ACCESS_KEY_ID`, `AWS_ALLOW_HTTP`, ...).
-pub(crate) fn storage() -> grist::Storage {
-    grist::Storage::new()
+/// `AWS_ACCESS_KEY_ID`, `AWS_ALLOW_HTTP`, ...), their requests retried as
+/// [`RETRY_VARIABLES`] say.
+pub(crate) fn storage() -> anyhow::Result<grist::Storage> {
+    Ok(grist::Storage::new().with_retry(retry_from(|name| std::env::var(name).ok())?))
+}
+
+/// The environment variables that change how requests to object stores
+/// are retried (grist-io's `Retry`), each a number: how many times a
+/// request is made, how long one request may take (seconds), and how long
+/// one operation (a ranged read, a block of a stream, a part of an
+/// upload) may take with all its retries (seconds). Unset, grist-io's
+/// defaults hold: 10 attempts, 30 s, 180 s.
+pub(crate) const RETRY_VARIABLES: [&str; 3] = [
+    "GRIST_REMOTE_ATTEMPTS",
+    "GRIST_REMOTE_REQUEST_TIMEOUT",
+    "GRIST_REMOTE_DEADLINE",
+];
+
+/// The retries the variables of [`RETRY_VARIABLES`] ask for, read by
+/// `var`; a value that is not a number is an error naming the variable.
+fn retry_from(var: impl Fn(&str) -> Option<String>) -> anyhow::Result<grist::io::Retry> {
+    let [attempts, timeout, deadline] = RETRY_VARIABLES;
+    let mut retry = grist::io::Retry::new();
+    if let Some(text) = var(attempts) {
+        let n: u32 = text
+            .trim()
+            .parse()
+            .with_context(|| format!("{attempts}={text:?}: not a whole number"))?;
+        retry = retry.with_attempts(n);
+    }
+    let seconds = |name: &str| -> anyhow::Result<Option<std::time::Duration>> {
+        let Some(text) = var(name) else {
+            return Ok(None);
+        };
+        let parsed: Option<f64> = text.trim().parse().ok();
+        match parsed.and_then(|s| std::time::Duration::try_from_secs_f64(s).ok()) {
+            Some(d) => Ok(Some(d)),
+            None => anyhow::bail!("{name}={text:?}: not a number of seconds"),
+        }
+    };
+    if let Some(d) = seconds(timeout)? {
+        retry = retry.with_request_timeout(d);
+    }
+    if let Some(d) = seconds(deadline)? {
+        retry = retry.with_deadline(d);
+    }
+    Ok(retry)
 }
 
 /// The paths or URLs of the command line, as text.
@@ -124,7 +168,7 @@ impl FormatArg {
     ) -> anyhow::Result<(Arc<dyn Format>, Vec<Input>)> {
         let registry = grist::registry();
         let (format, inputs) = registry
-            .expand(&storage(), &texts(paths), self.named(payload)?)
+            .expand(&storage()?, &texts(paths), self.named(payload)?)
             .map_err(hint)?;
         let format = match self.format {
             // Configured above.
@@ -191,6 +235,26 @@ mod tests {
         let e = parse_format("parquet").unwrap_err();
         assert!(e.contains("tfrecord, avro, ffrecord, ofrecord"), "{e}");
         assert!(format_help().contains("tfrecord, avro, ffrecord, ofrecord"));
+    }
+
+    #[test]
+    fn retries_come_from_the_environment() {
+        let none = retry_from(|_| None).unwrap();
+        assert_eq!(none, grist::io::Retry::new());
+        let set = retry_from(|name| {
+            Some(match name {
+                "GRIST_REMOTE_ATTEMPTS" => "3".into(),
+                "GRIST_REMOTE_REQUEST_TIMEOUT" => "0.5".into(),
+                _ => "4".into(),
+            })
+        })
+        .unwrap();
+        assert_eq!(set.attempts(), 3);
+        assert_eq!(set.request_timeout(), std::time::Duration::from_millis(500));
+        assert_eq!(set.deadline(), std::time::Duration::from_secs(4));
+        let bad = retry_from(|name| (name == "GRIST_REMOTE_DEADLINE").then(|| "soon".into()));
+        let e = format!("{:#}", bad.unwrap_err());
+        assert!(e.starts_with("GRIST_REMOTE_DEADLINE=\"soon\""), "{e}");
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub(crate) fn load_spec(path: &Path) -> anyhow::Result<LoadedSpec> {
 
 /// The text of a small file (a spec) at a path or URL.
 fn read_text(path: &Path) -> anyhow::Result<String> {
-    let storage = crate::sources::storage();
+    let storage = crate::sources::storage()?;
     let address = grist::Address::parse(&path.to_string_lossy())?;
     let bytes = storage.read_all(&address)?;
     Ok(String::from_utf8(bytes.to_vec())?)
