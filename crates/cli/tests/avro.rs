@@ -14,7 +14,7 @@ use crate::support::{
 
 /// Whether a parse goes through the generic key-expression path (a later
 /// issue).
-fn is_generic(parse: &Value) -> bool {
+pub(crate) fn is_generic(parse: &Value) -> bool {
     parse["api"]
         .as_str()
         .is_some_and(|api| api.contains("parse_avro"))

@@ -12,7 +12,7 @@ use crate::support::{
 };
 
 /// The dataset to open (a file or a folder).
-fn input(case: &DatasetCase) -> PathBuf {
+pub(crate) fn input(case: &DatasetCase) -> PathBuf {
     case.path(&case.expected["input"])
 }
 
@@ -101,7 +101,7 @@ fn cat_raw_matches_every_case() {
 
 /// A spec file in `dir` of one string feature, `sample`: each raw sample
 /// whole.
-fn raw_spec(dir: &std::path::Path) -> PathBuf {
+pub(crate) fn raw_spec(dir: &std::path::Path) -> PathBuf {
     let feature = json!({"name": "sample", "kind": "dense", "dtype": "string", "shape": []});
     write_spec(dir, "raw.json", &json!({ "features": [feature] }))
 }

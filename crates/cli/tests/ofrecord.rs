@@ -174,7 +174,7 @@ fn dtype_of(kind: &str) -> Option<&'static str> {
 
 /// A varlen feature for every name that holds one list kind in every
 /// record that has it, plus one no record has (it decodes to empty rows).
-fn varlen_spec(case: &DatasetCase) -> BTreeMap<String, String> {
+pub(crate) fn varlen_spec(case: &DatasetCase) -> BTreeMap<String, String> {
     let mut kinds: BTreeMap<String, Option<String>> = BTreeMap::new();
     for r in records(case) {
         let Some(features) = r["features"].as_object() else {

@@ -9,4 +9,5 @@ mod corpus;
 mod detection;
 mod ffrecord;
 mod ofrecord;
+mod remote;
 mod support;
