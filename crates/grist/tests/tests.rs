@@ -1,6 +1,6 @@
 //! The grist crate's tests: every format through the one registry and the
 //! one contract, from local files and from an S3-compatible server on the
-//! loopback interface (with faults).
+//! loopback interface (with faults); the format crates' writers to it.
 
 // The loader's test data: the same records in every format.
 #[path = "../../loader/tests/support.rs"]
@@ -13,3 +13,4 @@ mod corpus;
 mod detection;
 mod faults;
 mod remote;
+mod writers;
