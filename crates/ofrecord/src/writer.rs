@@ -301,10 +301,10 @@ impl DatasetWriter {
 
     /// Fails when the folder already holds a part of this naming.
     fn check_empty(&self) -> Result<()> {
-        let entries = match self.storage.list(&self.dir) {
-            Ok(entries) => entries,
-            Err(e) => return Err(storage_error(self.dir.name(), e)),
-        };
+        let entries = self
+            .storage
+            .list(&self.dir)
+            .map_err(|e| storage_error(self.dir.name(), e))?;
         for entry in entries {
             if let Some(name) = entry.address.file_name() {
                 if self.naming.index_of(name).is_some() {
