@@ -246,6 +246,7 @@ fn raw_tensors_decode_into_dense_columns() {
                     bytes = rng.bytes(len);
                     v.push(&bytes);
                 }
+                other => panic!("no test payload for {} values", other.dtype()),
             }
             samples.push(bytes);
         }

@@ -1,6 +1,5 @@
 //! The shared error contract: causes print once, data errors say where.
 
-
 use grist_ffrecord::{Error, FfrReader, ReaderOptions};
 use grist_tensor::{BoxError, ErrorKind, FormatError};
 

@@ -628,6 +628,7 @@ fn extension(c: Compression) -> &'static str {
         Compression::Gzip => "tfrecord.gz",
         Compression::Zlib => "tfrecord.zz",
         Compression::Zstd => "tfrecord.zst",
+        other => panic!("no test extension for {other}"),
     }
 }
 
@@ -683,6 +684,7 @@ fn writer_round_trips_every_compression() {
             Compression::Zlib => assert_eq!(stored[0] & 0x0f, 8),
             Compression::Zstd => assert_eq!(&stored[..4], &[0x28, 0xb5, 0x2f, 0xfd]),
             Compression::None => assert_eq!(stored.len() as u64, summary.bytes),
+            other => panic!("no test of the stored form of {other}"),
         }
         for options in [
             ReaderOptions::default(),
