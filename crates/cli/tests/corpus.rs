@@ -128,7 +128,7 @@ fn several_files() {
         .map(|b| b["records"].as_u64().unwrap())
         .collect();
     let mut want = vec![batch as u64; 2 * n / batch];
-    if (2 * n) % batch != 0 {
+    if !(2 * n).is_multiple_of(batch) {
         want.push(((2 * n) % batch) as u64);
     }
     assert_eq!(sizes, want);

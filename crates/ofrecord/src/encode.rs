@@ -130,7 +130,8 @@ impl RecordBuilder {
         self.with_feature(name, &FeatureValue::Int64(values.into_iter().collect()))
     }
 
-    /// The OFRecord message.
+    /// The OFRecord message (prost's type: hidden, see [`crate::proto`]).
+    #[doc(hidden)]
     pub fn build(self) -> proto::OfRecord {
         proto::OfRecord {
             feature: self.features,
@@ -225,13 +226,20 @@ fn rows_of_coo(indices: &[i64], rank: usize, rows: usize) -> Result<Vec<std::ops
 /// row-limit or value-rowid partitions, which this writer does not write.
 ///
 /// ```
-/// use grist_ofrecord::{OfRecordDecoder, encode_batch};
-/// use grist_tensor::synth::{prod19, prod19_example_specs};
+/// use grist_ofrecord::{OfRecordDecoder, RecordBuilder, encode_batch};
+/// use grist_tensor::{DType, FeatureSpec};
 ///
-/// let specs = prod19_example_specs();
-/// let batch = prod19(8, 42);
-/// let records = encode_batch(&batch, &specs)?;
+/// let specs = [
+///     FeatureSpec::dense("label", DType::Int64, []),
+///     FeatureSpec::varlen("x", DType::Float32),
+/// ];
 /// let mut decoder = OfRecordDecoder::new(&specs)?;
+/// let written: Vec<Vec<u8>> = (0..4)
+///     .map(|i| RecordBuilder::new().with_int64s("label", [i]).with_floats("x", vec![0.5; i as usize]).encode())
+///     .collect();
+/// let batch = decoder.decode_batch(&"mem".into(), 0, written.iter().map(|r| &r[..]))?;
+///
+/// let records = encode_batch(&batch, &specs)?;
 /// let back = decoder.decode_batch(&"mem".into(), 0, records.iter().map(|r| &r[..]))?;
 /// assert_eq!(back, batch);
 /// # Ok::<(), grist_ofrecord::Error>(())

@@ -93,7 +93,7 @@ impl ExampleBuilder {
     }
 
     /// The Example message.
-    pub fn build(self) -> proto::Example {
+    fn build(self) -> proto::Example {
         proto::Example {
             features: Some(proto::Features {
                 feature: self.features,
