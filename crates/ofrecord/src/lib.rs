@@ -111,7 +111,11 @@ pub use dataset::{
 };
 pub use decoder::OfRecordDecoder;
 pub use encode::{RecordBuilder, encode_batch};
-pub use error::{Error, Result, problem_manifest_kind};
+pub use error::{Error, Result};
+// The corpus manifests' names of feature problems, for the corpus tests:
+// hidden from the docs, not a stable API.
+#[doc(hidden)]
+pub use error::problem_manifest_kind;
 pub use format::OfRecordFormat;
 pub use framing::{
     Decoded, Frame, FrameDecoder, LENGTH_PREFIX, RawRecord, ReaderOptions, RecordReader,
