@@ -1,41 +1,23 @@
 //! The shared error contract: causes print once, data errors say where.
 
-use std::error::Error as _;
-
 use grist_avro_tensor::{DatumReader, Error, ReaderOptions};
 use grist_tensor::{BoxError, ErrorKind, FormatError};
-
-use crate::support::corpus_root;
-
-/// The whole chain, as the CLI prints it (`{e:#}`: joined by ": ").
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        out = format!("{out}: {c}");
-        cause = c.source();
-    }
-    out
-}
+use grist_testkit::{assert_io_cause_once, corpus};
 
 #[test]
 fn an_io_error_prints_its_cause_once() {
-    let missing = corpus_root().join("avro/no_such_file.avro");
-    let os = std::fs::File::open(&missing).unwrap_err().to_string();
+    let missing = corpus::root().join("avro/no_such_file.avro");
     let err = DatumReader::open(&missing, ReaderOptions::default()).unwrap_err();
     assert!(matches!(err, Error::Io { .. }), "{err:?}");
     assert_eq!(err.kind(), ErrorKind::Io);
-    let text = chain(&err);
-    assert_eq!(text.matches(&os).count(), 1, "{text}");
-    assert!(text.contains("no_such_file.avro"), "{text}");
-    assert!(err.source().is_some());
+    assert_io_cause_once(&err, &missing, "no_such_file.avro");
 }
 
 #[test]
 fn a_corrupt_record_names_its_file_block_and_record() {
     // Block 1 claims one record more than it holds: reading runs out of
     // data in that extra record, the 10th of the file.
-    let path = corpus_root().join("avro/avro_block_count_more.avro");
+    let path = corpus::root().join("avro/avro_block_count_more.avro");
     let mut reader = DatumReader::open(&path, ReaderOptions::default()).unwrap();
     let err = loop {
         match reader.next_datum() {

@@ -9,8 +9,7 @@ use grist_avro_tensor::{
     BlockReader, Codec, ContainerWriter, Decoded, Error, Header, ReaderOptions, WriterOptions,
 };
 use grist_tensor::Limits;
-
-use crate::support::temp_dir;
+use grist_testkit::{dir_entries, temp_dir};
 
 const SCHEMA: &str = r#"{
   "type": "record", "name": "Row", "namespace": "grist.test",
@@ -294,15 +293,6 @@ fn bad_writer_arguments() {
             Err(Error::BadHeader { .. })
         ));
     }
-}
-
-fn dir_entries(dir: &std::path::Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]

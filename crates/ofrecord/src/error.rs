@@ -228,7 +228,8 @@ impl Error {
     /// `dataset_exists`, `too_few_parts`, `bad_rank`, `spec`, `batch`,
     /// `out_of_range` and `io`.
     ///
-    /// For the corpus tests: hidden from the docs, not a stable API.
+    /// For the corpus tests and the fuzz targets: hidden from the docs, not
+    /// a stable API.
     #[doc(hidden)]
     pub fn manifest_kind(&self) -> &'static str {
         match self {

@@ -1,39 +1,25 @@
 //! The shared error contract: causes print once, data errors say where.
 
-use std::error::Error as _;
-
 use grist_ofrecord::{Error, ReaderOptions, RecordReader};
 use grist_tensor::{BoxError, ErrorKind, FormatError};
-
-use crate::support::ofrecord_dir;
-
-/// The whole chain, as the CLI prints it (`{e:#}`: joined by ": ").
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        out = format!("{out}: {c}");
-        cause = c.source();
-    }
-    out
-}
+use grist_testkit::{assert_io_cause_once, corpus};
 
 #[test]
 fn an_io_error_prints_its_cause_once() {
-    let missing = ofrecord_dir().join("no_such_dataset/part-00000");
-    let os = std::fs::File::open(&missing).unwrap_err().to_string();
+    let missing = corpus::root()
+        .join("ofrecord")
+        .join("no_such_dataset/part-00000");
     let err = RecordReader::open(&missing, ReaderOptions::default()).unwrap_err();
     assert!(matches!(err, Error::Io { .. }), "{err:?}");
     assert_eq!(FormatError::kind(&err), ErrorKind::Io);
-    let text = chain(&err);
-    assert_eq!(text.matches(&os).count(), 1, "{text}");
-    assert!(text.contains("no_such_dataset"), "{text}");
-    assert!(err.source().is_some());
+    assert_io_cause_once(&err, &missing, "no_such_dataset");
 }
 
 #[test]
 fn a_corrupt_record_names_its_file_and_record() {
-    let path = ofrecord_dir().join("truncated_payload/part-00000");
+    let path = corpus::root()
+        .join("ofrecord")
+        .join("truncated_payload/part-00000");
     let mut reader = RecordReader::open(&path, ReaderOptions::default()).unwrap();
     let err = loop {
         match reader.next_record() {
