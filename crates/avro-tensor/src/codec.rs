@@ -610,12 +610,15 @@ impl AsRef<[u8]> for Pooled {
 impl Drop for Pooled {
     fn drop(&mut self) {
         let bytes = self.buf.capacity();
-        if bytes <= POOL_BUFFER_BYTES
-            && let Ok(mut pool) = POOL.lock()
-            && pool.1 + bytes <= POOL_BYTES
-        {
-            pool.1 += bytes;
-            pool.0.push(std::mem::take(&mut self.buf));
+        if bytes > POOL_BUFFER_BYTES {
+            return;
+        }
+        // (Not a let chain: those need Rust 1.88, above the MSRV.)
+        if let Ok(mut pool) = POOL.lock() {
+            if pool.1 + bytes <= POOL_BYTES {
+                pool.1 += bytes;
+                pool.0.push(std::mem::take(&mut self.buf));
+            }
         }
     }
 }

@@ -73,15 +73,18 @@ pub enum Decoded<T> {
 /// assert_eq!(len, bytes.len()); // no blocks
 /// assert_eq!(header.codec, Codec::Null);
 /// assert_eq!(header.metadata["origin"], b"doc test");
-/// assert_eq!(header.schema, apache_avro::Schema::Long);
+/// assert_eq!(header.schema_json, r#""long""#);
+/// // The schema itself, compiled for reading datums generically:
+/// let schema = grist_avro_tensor::DatumSchema::parse("mem", &header.schema_json)?;
+/// assert_eq!(schema.min_datum_size(), 1);
 /// # Ok::<(), grist_avro_tensor::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Header {
-    /// The writer schema as stored (`avro.schema`), JSON text.
+    /// The writer schema as stored (`avro.schema`), JSON text, checked
+    /// to be a valid schema. [`DatumSchema::parse`](crate::DatumSchema::parse)
+    /// compiles it for reading datums generically.
     pub schema_json: String,
-    /// The writer schema, parsed by `apache-avro`.
-    pub schema: apache_avro::Schema,
     /// The codec (`avro.codec`; `null` when absent).
     pub codec: Codec,
     /// Every other metadata entry (not `avro.schema`, not `avro.codec`),
@@ -293,7 +296,7 @@ impl Header {
             Some(s) => String::from_utf8(s).map_err(|_| cur.bad("avro.schema is not UTF-8"))?,
             None => return Err(cur.bad("no avro.schema entry")),
         };
-        let parsed = crate::schema::parse_apache(&schema_json)
+        crate::schema::parse_apache(&schema_json)
             .map_err(|e| cur.bad(format!("avro.schema: {e}")))?;
         let codec = match codec {
             None => Codec::Null,
@@ -313,7 +316,6 @@ impl Header {
         Ok(Decoded::Complete {
             value: Header {
                 schema_json,
-                schema: parsed,
                 codec,
                 metadata,
                 sync,
@@ -809,7 +811,6 @@ impl<R: Read> BlockReader<R> {
             input,
             header: Arc::new(Header {
                 schema_json: String::new(),
-                schema: apache_avro::Schema::Null,
                 codec: Codec::Null,
                 metadata: BTreeMap::new(),
                 sync: [0; SYNC_LEN],

@@ -6,15 +6,22 @@ use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
 
-fn avro_type(dtype: DType) -> &'static str {
-    match dtype {
+/// The Avro type that values of `dtype` (of feature `feature`) are
+/// written as.
+fn avro_type(feature: &str, dtype: DType) -> Result<&'static str> {
+    Ok(match dtype {
         DType::Bool => "boolean",
         DType::Int32 => "int",
         DType::Int64 => "long",
         DType::Float32 => "float",
         DType::Float64 => "double",
         DType::String => "bytes",
-    }
+        other => {
+            return Err(Error::Spec(TensorError::Unsupported {
+                what: format!("feature {feature}: Avro has no type for {other} values"),
+            }));
+        }
+    })
 }
 
 fn nest(mut t: Value, levels: usize) -> Value {
@@ -40,17 +47,17 @@ pub fn schema_for_specs(specs: &[FeatureSpec], name: &str) -> Result<String> {
     let mut fields = Vec::with_capacity(specs.len());
     for s in specs {
         let t = match s {
-            FeatureSpec::Dense(d) => nest(json!(avro_type(d.dtype)), d.shape.len()),
+            FeatureSpec::Dense(d) => nest(json!(avro_type(s.name(), d.dtype)?), d.shape.len()),
             FeatureSpec::Varlen(v) => {
                 let rank = v.shape.as_ref().map_or(v.rank.unwrap_or(1), Vec::len);
-                nest(json!(avro_type(v.dtype)), rank)
+                nest(json!(avro_type(s.name(), v.dtype)?), rank)
             }
             FeatureSpec::Sparse(sp) => {
                 let rank = sp.shape.as_ref().map_or(0, Vec::len);
                 let mut sub: Vec<Value> = (0..rank)
                     .map(|k| json!({"name": format!("indices{k}"), "type": {"type": "array", "items": "long"}}))
                     .collect();
-                sub.push(json!({"name": "values", "type": {"type": "array", "items": avro_type(sp.dtype)}}));
+                sub.push(json!({"name": "values", "type": {"type": "array", "items": avro_type(s.name(), sp.dtype)?}}));
                 json!({"type": "record", "name": format!("{}_sparse", sanitize(s.name())), "fields": sub})
             }
             other => {
@@ -99,6 +106,7 @@ fn value(out: &mut Vec<u8>, values: &Values, i: usize) {
             long(out, b.len() as i64);
             out.extend_from_slice(b);
         }
+        _ => unreachable!("encode_batch refuses dtypes without an Avro type"),
     }
 }
 
@@ -192,6 +200,8 @@ pub fn encode_batch(batch: &Batch, specs: &[FeatureSpec]) -> Result<Vec<Vec<u8>>
         let tensor = batch
             .get(name)
             .ok_or_else(|| bad(name, "the batch has no such column"))?;
+        // Every value written below has an Avro type.
+        avro_type(name, tensor.dtype())?;
         match (s, tensor) {
             (FeatureSpec::Dense(d), Tensor::Dense(t)) => {
                 let dims: Vec<usize> = d.shape.iter().map(|&x| x.max(0) as usize).collect();

@@ -50,6 +50,14 @@
 //! assert_eq!(batch.rows(), 2);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! | Cargo feature | default | what it adds |
+//! |---|---|---|
+//! | `deflate` | on | the `deflate` codec |
+//! | `snappy` | on | the `snappy` codec (with its CRC-32 check) |
+//! | `zstandard` | on | the `zstandard` codec |
+//! | `bzip2` | off | the `bzip2` codec (pure Rust) |
+//! | `xz` | off | the `xz` codec (pure Rust) |
 #![deny(missing_docs, unreachable_pub)]
 #![deny(unsafe_code)]
 
@@ -89,3 +97,8 @@ pub use generic::{AvroValue, Datum, DatumReader, DatumSchema, datum_to_json};
 pub use grist_tensor::{FeatureProblem, FormatError, Location};
 pub use source::{AvroSource, AvroStream};
 pub use writer::{ContainerWriter, WriteSummary, WriterOptions};
+
+/// The README's examples, run as doc tests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -170,7 +170,7 @@ pub(crate) fn check_specs(specs: &[FeatureSpec]) -> Result<()> {
                     ));
                 }
             }
-            FeatureSpec::Ragged(_) | FeatureSpec::FixedLenSequence(_) => {
+            _ => {
                 return Err(unsupported(s, "Avro features are dense, sparse or varlen"));
             }
         }

@@ -12,9 +12,8 @@ use grist_avro_tensor::{
     AvroSource, Block, BlockReader, Codec, Decoded, Error, Header, ReaderOptions,
 };
 use grist_tensor::{Limits, RecordLayout, RecordSource};
+use grist_testkit::corpus::{self, Case, ExpectedBlock, expected_blocks, sha256_hex};
 use serde_json::Value;
-
-use crate::support::{Case, ExpectedBlock, avro_case, avro_cases, expected_blocks, sha256_hex};
 
 /// What reading a file block by block gave.
 struct Read {
@@ -156,7 +155,7 @@ fn repaired(case: &Case, bytes: &[u8]) -> Option<Vec<u8>> {
 
 #[test]
 fn every_case_matches_fastavro_block_reader() {
-    for case in avro_cases() {
+    for case in corpus::cases("avro") {
         let name = &case.name;
         let mut all_blocks = Vec::new();
         let mut records = 0;
@@ -227,7 +226,7 @@ fn every_case_matches_fastavro_block_reader() {
 
 /// Reads the single file of the case `name`.
 fn read_case(name: &str) -> (Case, Result<Read, Error>) {
-    let case = avro_case(name);
+    let case = corpus::case("avro", name);
     assert_eq!(case.files.len(), 1);
     let read = read_file(&case.files[0]);
     (case, read)
@@ -336,7 +335,7 @@ fn lying_block_count_reads_fine_at_container_level() {
 fn fastavro_deflate_blocks_carry_stray_bytes_that_are_ignored() {
     // AVRO-NOTES.md: fastavro strips the zlib header and one byte of the
     // Adler-32 trailer, leaving 3 bytes after the raw deflate stream.
-    let case = avro_case("avro_atds_dense_deflate");
+    let case = corpus::case("avro", "avro_atds_dense_deflate");
     let bytes = fs::read(&case.files[0]).unwrap();
     let read = read_bytes(&bytes, "x", ReaderOptions::default()).unwrap();
     assert!(read.error.is_none());
@@ -360,7 +359,7 @@ fn fastavro_deflate_blocks_carry_stray_bytes_that_are_ignored() {
 
 #[test]
 fn small_buffers_read_the_same_blocks() {
-    for case in avro_cases().into_iter().filter(Case::is_ok) {
+    for case in corpus::cases("avro").into_iter().filter(Case::is_ok) {
         for path in &case.files {
             let bytes = fs::read(path).unwrap();
             let big = read_bytes(&bytes, "x", ReaderOptions::default()).unwrap();
@@ -375,7 +374,7 @@ fn small_buffers_read_the_same_blocks() {
 
 #[test]
 fn header_read_from_consumes_exactly_the_header() {
-    for case in avro_cases().into_iter().filter(Case::is_ok) {
+    for case in corpus::cases("avro").into_iter().filter(Case::is_ok) {
         let bytes = fs::read(&case.files[0]).unwrap();
         let Decoded::Complete { value, len } =
             Header::parse(&bytes, "x", &Limits::default()).unwrap()
@@ -406,7 +405,7 @@ fn header_read_from_consumes_exactly_the_header() {
 
 #[test]
 fn source_yields_one_chunk_per_block_with_its_files_header() {
-    for case in avro_cases().into_iter().filter(Case::is_ok) {
+    for case in corpus::cases("avro").into_iter().filter(Case::is_ok) {
         let name = &case.name;
         let mut source = AvroSource::new(&case.files);
         assert!(source.current_header().is_none());
@@ -454,8 +453,8 @@ fn source_yields_one_chunk_per_block_with_its_files_header() {
 
 #[test]
 fn source_delivers_intact_blocks_then_the_error() {
-    let case = avro_case("avro_corrupt_sync_block2");
-    let good = avro_case("avro_atds_primitives");
+    let case = corpus::case("avro", "avro_corrupt_sync_block2");
+    let good = corpus::case("avro", "avro_atds_primitives");
     // A damaged file between two good ones: the second good one is never
     // reached.
     let files = [&good.files[0], &case.files[0], &good.files[0]];
@@ -532,7 +531,7 @@ fn outcome(read: Result<Read, Error>) -> String {
 
 #[test]
 fn a_reader_over_bytes_in_memory_reads_what_a_stream_reads() {
-    for case in avro_cases() {
+    for case in corpus::cases("avro") {
         for path in &case.files {
             let bytes = fs::read(path).unwrap();
             let name = &case.name;

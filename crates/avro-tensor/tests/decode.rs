@@ -8,9 +8,8 @@ use std::sync::Arc;
 use grist_avro_tensor::{AvroDecoder, BlockReader, Error, ReaderOptions};
 use grist_tensor::SpecFile;
 use grist_tensor::json::{batch_to_json, compare_json};
+use grist_testkit::corpus;
 use serde_json::Value;
-
-use crate::support::avro_cases;
 
 /// One block of records, with its file.
 struct Block {
@@ -129,7 +128,7 @@ fn is_generic(parse: &Value) -> bool {
 fn every_atds_parse_matches_tensorflow_io() {
     let mut checked = 0;
     let mut skipped = Vec::new();
-    for case in avro_cases() {
+    for case in corpus::cases("avro") {
         let parses = case.expected["parses"]
             .as_array()
             .cloned()
@@ -210,7 +209,7 @@ fn every_atds_parse_matches_tensorflow_io() {
 #[test]
 fn lying_block_counts_fail_at_the_block_the_manifest_names() {
     let mut checked = 0;
-    for case in avro_cases() {
+    for case in corpus::cases("avro") {
         let Some(failing) = case.expected["error"]["failing_block_index"].as_u64() else {
             continue;
         };

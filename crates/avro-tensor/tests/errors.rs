@@ -2,38 +2,22 @@
 
 use grist_avro_tensor::{DatumReader, Error, ReaderOptions};
 use grist_tensor::{BoxError, ErrorKind, FormatError};
-
-use crate::support::corpus_root;
-
-/// The whole chain, as the CLI prints it (`{e:#}`: joined by ": ").
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        out = format!("{out}: {c}");
-        cause = c.source();
-    }
-    out
-}
+use grist_testkit::{assert_missing_said_once, corpus};
 
 #[test]
 fn a_missing_file_is_said_once() {
-    let missing = corpus_root().join("avro/no_such_file.avro");
+    let missing = corpus::root().join("avro/no_such_file.avro");
     let err = DatumReader::open(&missing, ReaderOptions::default()).unwrap_err();
     assert!(matches!(err, Error::Storage(_)), "{err:?}");
     assert_eq!(err.kind(), ErrorKind::Io);
-    assert_eq!(
-        chain(&err),
-        format!("{}: not found", missing.display()),
-        "the path once, what is wrong once"
-    );
+    assert_missing_said_once(&err, &missing);
 }
 
 #[test]
 fn a_corrupt_record_names_its_file_block_and_record() {
     // Block 1 claims one record more than it holds: reading runs out of
     // data in that extra record, the 10th of the file.
-    let path = corpus_root().join("avro/avro_block_count_more.avro");
+    let path = corpus::root().join("avro/avro_block_count_more.avro");
     let mut reader = DatumReader::open(&path, ReaderOptions::default()).unwrap();
     let err = loop {
         match reader.next_datum() {

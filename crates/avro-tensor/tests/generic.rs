@@ -23,9 +23,8 @@ use grist_avro_tensor::{
     ReaderOptions, WriterOptions, datum_to_json,
 };
 use grist_tensor::json::compare_json;
+use grist_testkit::corpus::{self, Case, expected_blocks, sha256_hex};
 use serde_json::Value;
-
-use crate::support::{Case, avro_cases, expected_blocks, sha256_hex};
 
 /// What a [`DatumReader`] hands out for one input, up to the end or the
 /// first error.
@@ -72,7 +71,7 @@ fn read_all<R: std::io::Read>(mut reader: DatumReader<R>) -> Read {
 fn every_good_file_gives_the_manifests_datums_and_records() {
     let mut checked = 0;
     let mut with_datums = 0;
-    for case in avro_cases().into_iter().filter(Case::is_ok) {
+    for case in corpus::cases("avro").into_iter().filter(Case::is_ok) {
         let name = &case.name;
         let mut datums = Vec::new();
         let mut json = Vec::new();
@@ -116,7 +115,7 @@ fn every_good_file_gives_the_manifests_datums_and_records() {
 
 #[test]
 fn datum_ranges_tile_each_block_of_every_good_file() {
-    for case in avro_cases().into_iter().filter(Case::is_ok) {
+    for case in corpus::cases("avro").into_iter().filter(Case::is_ok) {
         for path in &case.files {
             let mut blocks = BlockReader::open(path, ReaderOptions::default()).unwrap();
             let schema =
@@ -155,7 +154,10 @@ fn block_offset(case: &Case, index: u64) -> u64 {
 #[test]
 fn damaged_files_give_the_intact_blocks_then_fail_at_the_damage() {
     let mut checked = 0;
-    for case in avro_cases().into_iter().filter(|c| c.outcome == "error") {
+    for case in corpus::cases("avro")
+        .into_iter()
+        .filter(|c| c.outcome == "error")
+    {
         let name = &case.name;
         let intact = case.error()["records_in_intact_blocks_before"]
             .as_u64()
@@ -203,7 +205,7 @@ fn damaged_files_give_the_intact_blocks_then_fail_at_the_damage() {
 #[test]
 fn every_prefix_of_every_good_file_ends_cleanly_or_fails() {
     let options = ReaderOptions::default().with_buffer_size(64);
-    for case in avro_cases().into_iter().filter(Case::is_ok) {
+    for case in corpus::cases("avro").into_iter().filter(Case::is_ok) {
         for (path, container) in case.files.iter().zip(case.containers()) {
             let bytes = fs::read(path).unwrap();
             let whole = read_all(

@@ -11,6 +11,5 @@ mod hostile;
 mod pairs;
 mod pool;
 mod regressions;
-mod support;
 mod truncation;
 mod writer;

@@ -12,8 +12,7 @@ use std::fs;
 
 use grist_avro_tensor::{BlockReader, Decoded, Error, Header, ReaderOptions};
 use grist_tensor::Limits;
-
-use crate::support::{Case, avro_cases, expected_blocks};
+use grist_testkit::corpus::{self, Case, expected_blocks};
 
 const ALL_PREFIXES_UP_TO: usize = 64 << 10;
 
@@ -37,7 +36,7 @@ fn prefixes(len: usize, header_len: usize, ends: &[usize]) -> Vec<usize> {
 #[test]
 fn every_prefix_of_every_good_file() {
     let options = ReaderOptions::default().with_buffer_size(64);
-    for case in avro_cases().into_iter().filter(Case::is_ok) {
+    for case in corpus::cases("avro").into_iter().filter(Case::is_ok) {
         for (path, container) in case.files.iter().zip(case.containers()) {
             let bytes = fs::read(path).unwrap();
             let blocks = expected_blocks(container);

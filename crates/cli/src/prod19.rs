@@ -590,6 +590,10 @@ fn slice_rows(batch: &Batch, rows: std::ops::Range<usize>) -> anyhow::Result<Bat
                 "feature {:?}: slicing ragged columns is not supported",
                 c.name
             ),
+            _ => bail!(
+                "feature {:?}: slicing this column's layout is not supported",
+                c.name
+            ),
         };
         columns.push(Column {
             name: c.name.clone(),

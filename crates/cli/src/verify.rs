@@ -94,10 +94,10 @@ fn strip_location(s: &str) -> &str {
 /// with (the line says them already).
 fn detail(failure: &VerifyFailure, file: &str) -> String {
     let message = failure.error.to_string();
-    if let Some(at) = failure.error.location() {
-        if let Some(rest) = message.strip_prefix(&format!("{at}: ")) {
-            return rest.to_string();
-        }
+    if let Some(at) = failure.error.location()
+        && let Some(rest) = message.strip_prefix(&format!("{at}: "))
+    {
+        return rest.to_string();
     }
     match message.strip_prefix(&format!("{file}: ")) {
         Some(rest) => strip_location(rest).to_string(),

@@ -6,11 +6,10 @@ use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use grist_testkit::corpus::{self, Case};
 use serde_json::{Value, json};
 
-use crate::support::{
-    BENCH_KEYS, Case, assert_json_eq, avro_case, avro_cases, bench_json, check_parse, grist,
-};
+use crate::support::{BENCH_KEYS, assert_json_eq, bench_json, check_parse, grist};
 
 /// Whether a parse goes through the generic key-expression path (a later
 /// issue).
@@ -20,20 +19,10 @@ pub(crate) fn is_generic(parse: &Value) -> bool {
         .is_some_and(|api| api.contains("parse_avro"))
 }
 
-/// The `avro` section of a case.
-fn avro(case: &Case) -> &Value {
-    &case.expected["avro"]
-}
-
-/// The `containers` entries, one per file.
-fn containers(case: &Case) -> &Vec<Value> {
-    avro(case)["containers"].as_array().unwrap()
-}
-
 /// The records fastavro's block reader saw in each file (all of them for
 /// intact files).
 fn records_per_file(case: &Case) -> Vec<u64> {
-    containers(case)
+    case.containers()
         .iter()
         .map(|c| {
             c["blocks"]
@@ -61,15 +50,10 @@ fn intact_before(case: &Case) -> u64 {
         .unwrap()
 }
 
-/// The damaged block, if the damage is in one (not in the header).
-fn failing_block(case: &Case) -> Option<u64> {
-    case.expected["error"]["failing_block_index"].as_u64()
-}
-
 /// The offset of block `index` of the (only) file: from the manifest's
 /// blocks, or just after the last block it lists.
 fn block_offset(case: &Case, index: u64) -> u64 {
-    let blocks = containers(case)[0]["blocks"].as_array().unwrap();
+    let blocks = case.containers()[0]["blocks"].as_array().unwrap();
     match blocks.iter().find(|b| b["index"] == index) {
         Some(b) => b["offset"].as_u64().unwrap(),
         None => {
@@ -91,7 +75,7 @@ fn run_on(command: &[&str], files: &[PathBuf]) -> crate::support::Run {
 fn assert_names_the_damage(case: &Case, text: &str, what: &str) {
     let file = case.files[0].display().to_string();
     assert!(text.contains(&file), "{what}: {text} does not name {file}");
-    if let Some(block) = failing_block(case) {
+    if let Some(block) = case.failing_block() {
         let needle = format!("block {block}");
         assert!(
             text.contains(&needle),
@@ -105,7 +89,7 @@ fn cat_spec_matches_every_atds_parse() {
     let dir = tempfile::tempdir().unwrap();
     let mut checked = 0;
     let mut skipped = Vec::new();
-    for case in avro_cases() {
+    for case in corpus::cases("avro") {
         for parse in case.parses() {
             if is_generic(parse) {
                 skipped.push(format!("{}/{}", case.name, parse["id"].as_str().unwrap()));
@@ -132,7 +116,7 @@ fn cat_spec_stops_at_the_damage() {
     std::fs::write(&spec, r#"{"features": []}"#).unwrap();
     let spec = spec.to_str().unwrap();
     let mut checked = 0;
-    for case in avro_cases().into_iter().filter(|c| c.is_error()) {
+    for case in corpus::cases("avro").into_iter().filter(|c| c.is_error()) {
         let fastavro = &case.expected["error"]["reader_outcomes"]["fastavro.reader"];
         let most = fastavro["records_before_error"]
             .as_u64()
@@ -174,7 +158,7 @@ fn cat_spec_stops_at_the_damage() {
 
 #[test]
 fn cat_raw_matches_the_datums() {
-    for case in avro_cases() {
+    for case in corpus::cases("avro") {
         let what = &case.name;
         let run = run_on(&["cat", "--raw"], &case.files);
         let lines = run.json_lines();
@@ -185,7 +169,7 @@ fn cat_raw_matches_the_datums() {
             continue;
         }
         run.assert_ok(what);
-        assert_eq!(lines.len() as u64, avro(&case)["record_count"], "{what}");
+        assert_eq!(lines.len() as u64, case.avro()["record_count"], "{what}");
         // The index counts per file; "file" is there with several files.
         let several = case.files.len() > 1;
         let indices: Vec<u64> = records_per_file(&case)
@@ -196,7 +180,7 @@ fn cat_raw_matches_the_datums() {
             assert_eq!(line["index"], *index, "{what}");
             assert_eq!(line.get("file").is_some(), several, "{what}");
         }
-        let datums = &avro(&case)["datums"];
+        let datums = &case.avro()["datums"];
         if datums["outcome"] != "ok" {
             // tensorflow-io could not read this codec: no datums to compare.
             continue;
@@ -212,9 +196,9 @@ fn cat_raw_matches_the_datums() {
 
 #[test]
 fn cat_records_matches_fastavro() {
-    for case in avro_cases() {
+    for case in corpus::cases("avro") {
         let what = &case.name;
-        let want = avro(&case)["records"].as_array().unwrap();
+        let want = case.avro()["records"].as_array().unwrap();
         // One file at a time: with several, lines gain "file" and "index".
         let mut lines = Vec::new();
         let mut failed = None;
@@ -246,7 +230,7 @@ fn cat_records_matches_fastavro() {
 
 #[test]
 fn count_matches_the_corpus() {
-    for case in avro_cases() {
+    for case in corpus::cases("avro") {
         let what = &case.name;
         let run = run_on(&["count", "--json"], &case.files);
         if case.is_error() {
@@ -255,7 +239,7 @@ fn count_matches_the_corpus() {
             continue;
         }
         let doc = &run.assert_ok(what).json_lines()[0];
-        assert_eq!(doc["total"], avro(&case)["record_count"], "{what}");
+        assert_eq!(doc["total"], case.avro()["record_count"], "{what}");
         let per_file: Vec<u64> = doc["files"]
             .as_array()
             .unwrap()
@@ -268,7 +252,7 @@ fn count_matches_the_corpus() {
 
 #[test]
 fn verify_reports_the_first_bad_block() {
-    for case in avro_cases() {
+    for case in corpus::cases("avro") {
         let what = &case.name;
         let run = run_on(&["verify"], &case.files);
         if case.is_error() {
@@ -276,7 +260,7 @@ fn verify_reports_the_first_bad_block() {
             assert_eq!(run.code, Some(1));
             assert!(run.stdout.starts_with("FAILED"), "{what}: {}", run.stdout);
             assert_names_the_damage(&case, &run.stderr, what);
-            if let Some(block) = failing_block(&case) {
+            if let Some(block) = case.failing_block() {
                 let at = format!("block {block} at offset {}", block_offset(&case, block));
                 assert!(
                     run.stdout.contains(&at),
@@ -290,7 +274,7 @@ fn verify_reports_the_first_bad_block() {
         for ((line, container), records) in run
             .stdout
             .lines()
-            .zip(containers(&case))
+            .zip(case.containers())
             .zip(records_per_file(&case))
         {
             let blocks = container["blocks"].as_array().unwrap().len();
@@ -305,11 +289,11 @@ fn verify_reports_the_first_bad_block() {
 
 #[test]
 fn inspect_shows_schema_codec_blocks_and_fields() {
-    for case in avro_cases() {
+    for case in corpus::cases("avro") {
         for ((file, container), records) in case
             .files
             .iter()
-            .zip(containers(&case))
+            .zip(case.containers())
             .zip(records_per_file(&case))
         {
             let what = format!("{}: {}", case.name, file.display());
@@ -319,7 +303,7 @@ fn inspect_shows_schema_codec_blocks_and_fields() {
                 continue;
             }
             let doc = &run.assert_ok(&what).json_lines()[0];
-            let schema = &avro(&case)["schema"];
+            let schema = &case.avro()["schema"];
             assert_eq!(doc["format"], "avro", "{what}");
             assert_eq!(doc["codec"], codec(container), "{what}");
             assert_eq!(&doc["schema"], schema, "{what}");
@@ -363,7 +347,7 @@ fn inspect_shows_schema_codec_blocks_and_fields() {
 /// format only.
 #[test]
 fn format_by_extension_or_flag() {
-    let case = avro_case("avro_atds_primitives");
+    let case = corpus::case("avro", "avro_atds_primitives");
     let dir = tempfile::tempdir().unwrap();
     let plain = dir.path().join("part-00000");
     std::fs::copy(&case.files[0], &plain).unwrap();
@@ -372,7 +356,7 @@ fn format_by_extension_or_flag() {
     let run = run_on(&["count", "--json", "--format", "avro"], &files);
     assert_eq!(run.assert_ok("--format avro").json_lines()[0]["total"], 10);
 
-    let tfrecord = crate::support::case("tfr_example_basic").files[0].clone();
+    let tfrecord = corpus::case("tfrecord", "tfr_example_basic").files[0].clone();
     let spec = dir.path().join("spec.json");
     std::fs::write(&spec, serde_json::to_string(&case.parses()[0]).unwrap()).unwrap();
     let run = run_on(
@@ -401,7 +385,7 @@ fn truncated_files_never_panic() {
         "avro_atds_codec_zstandard",
         "avro_generic_nested",
     ] {
-        let case = avro_case(name);
+        let case = corpus::case("avro", name);
         let spec = dir.path().join(format!("{name}.json"));
         let parse = case.parses().iter().find(|p| !is_generic(p));
         let parse = parse.cloned().unwrap_or(json!({"features": []}));
@@ -600,7 +584,7 @@ fn gen_avro_then_cat_count_verify_and_bench() {
 /// `bench` over the corpus: every record of an ATDS case, several files.
 #[test]
 fn bench_reads_corpus_files() {
-    let case = avro_case("avro_atds_multifile");
+    let case = corpus::case("avro", "avro_atds_multifile");
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("spec.json");
     std::fs::write(&spec, serde_json::to_string(&case.parses()[0]).unwrap()).unwrap();
@@ -608,7 +592,7 @@ fn bench_reads_corpus_files() {
     args.push(spec.to_str().unwrap());
     let run = run_on(&args, &case.files);
     let doc = &run.assert_ok("bench multifile").json_lines()[0];
-    assert_eq!(doc["records"], avro(&case)["record_count"]);
+    assert_eq!(doc["records"], case.avro()["record_count"]);
     let batches = case.parses()[0]["batches"].as_array().unwrap().len();
     assert_eq!(doc["batches"], batches);
 }

@@ -3,13 +3,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use grist_testkit::corpus;
 use serde_json::Value;
 
-use crate::support::{BENCH_KEYS, bench_json, case, grist, grist_on, tfrecord_cases};
+use crate::support::{BENCH_KEYS, bench_json, grist, grist_on};
 
 #[test]
 fn count_matches_the_corpus() {
-    for case in tfrecord_cases() {
+    for case in corpus::cases("tfrecord") {
         let what = &case.name;
         let run = grist(["count".as_ref(), case.files[0].as_os_str()]);
         if case.is_error() {
@@ -26,7 +27,7 @@ fn count_matches_the_corpus() {
             .unwrap();
         assert_eq!(n, case.record_count(), "{what}");
     }
-    let c = case("tfr_example_basic");
+    let c = corpus::case("tfrecord", "tfr_example_basic");
     let f = c.files[0].as_os_str();
     let run = grist(["count".as_ref(), "--json".as_ref(), f, f]);
     run.assert_ok("count --json");
@@ -39,7 +40,7 @@ fn count_matches_the_corpus() {
 
 #[test]
 fn verify_reports_the_first_bad_record() {
-    for case in tfrecord_cases() {
+    for case in corpus::cases("tfrecord") {
         let what = &case.name;
         let run = grist(["verify".as_ref(), case.files[0].as_os_str()]);
         if !case.is_error() {
@@ -51,7 +52,7 @@ fn verify_reports_the_first_bad_record() {
         assert_eq!(run.code, Some(1));
         assert!(run.stdout.starts_with("FAILED"), "{what}: {}", run.stdout);
         assert!(run.stdout.contains("offset"), "{what}: {}", run.stdout);
-        if case.compression() == "NONE" {
+        if case.compression_name() == "NONE" {
             let failing = case.expected["tfrecord"]["error"]["failing_record_index"]
                 .as_u64()
                 .unwrap();
@@ -64,7 +65,7 @@ fn verify_reports_the_first_bad_record() {
 
 #[test]
 fn index_writes_dali_index_files() {
-    let c = case("tfr_example_basic");
+    let c = corpus::case("tfrecord", "tfr_example_basic");
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("data.tfrecord");
     std::fs::copy(&c.files[0], &file).unwrap();
@@ -73,8 +74,8 @@ fn index_writes_dali_index_files() {
     let mut offset = 0u64;
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), c.records().len());
-    for (line, record) in lines.iter().zip(c.records()) {
-        let len = record["length"].as_u64().unwrap() + 16;
+    for (line, (length, _)) in lines.iter().zip(c.records()) {
+        let len = length as u64 + 16;
         assert_eq!(*line, format!("{offset} {len}"));
         offset += len;
     }
@@ -87,7 +88,7 @@ fn index_writes_dali_index_files() {
     grist(["verify".as_ref(), file.as_os_str()]).assert_failed("stale index");
 
     // Compressed files are refused, and no index appears.
-    let gz = case("tfr_example_gzip");
+    let gz = corpus::case("tfrecord", "tfr_example_gzip");
     let gz_file = dir.path().join("data.tfrecord.gz");
     std::fs::copy(&gz.files[0], &gz_file).unwrap();
     let run = grist(["index".as_ref(), gz_file.as_os_str()]);
@@ -96,7 +97,7 @@ fn index_writes_dali_index_files() {
     assert!(!dir.path().join("data.tfrecord.gz.idx").exists());
 
     // A damaged file is not indexed either.
-    let bad = case("tfr_corrupt_length");
+    let bad = corpus::case("tfrecord", "tfr_corrupt_length");
     let bad_file = dir.path().join("bad.tfrecord");
     std::fs::copy(&bad.files[0], &bad_file).unwrap();
     grist(["index".as_ref(), bad_file.as_os_str()]).assert_failed("index of a damaged file");
@@ -143,7 +144,7 @@ fn check_stats(got: &Value, want: &KeyStats, what: &str) {
 
 #[test]
 fn inspect_summarizes_features() {
-    let c = case("tfr_example_basic");
+    let c = corpus::case("tfrecord", "tfr_example_basic");
     let decoded = c.expected["decoded_records"].as_array().unwrap();
     let mut want = KeyStats::new();
     for r in decoded {
@@ -184,7 +185,7 @@ fn inspect_summarizes_features() {
 
 #[test]
 fn inspect_sequence_examples() {
-    let c = case("tfr_sequence_example");
+    let c = corpus::case("tfrecord", "tfr_sequence_example");
     let decoded = c.expected["decoded_records"].as_array().unwrap();
     let mut context = KeyStats::new();
     let mut lists = KeyStats::new();

@@ -2,15 +2,16 @@
 //! batches (`--spec`), framing (`--raw`) and generic records
 //! (`--records`).
 
+use grist_testkit::corpus;
 use serde_json::Value;
 
-use crate::support::{assert_json_eq, case, check_parse, grist, tfrecord_cases};
+use crate::support::{assert_json_eq, check_parse, grist};
 
 #[test]
 fn cat_spec_matches_every_parse() {
     let dir = tempfile::tempdir().unwrap();
     let mut parses = 0;
-    for case in tfrecord_cases() {
+    for case in corpus::cases("tfrecord") {
         for parse in case.parses() {
             for threads in [1, 3] {
                 check_parse(&case, parse, threads, dir.path());
@@ -23,7 +24,7 @@ fn cat_spec_matches_every_parse() {
 
 #[test]
 fn cat_raw_matches_framing() {
-    for case in tfrecord_cases() {
+    for case in corpus::cases("tfrecord") {
         let what = &case.name;
         let run = grist(["cat".as_ref(), "--raw".as_ref(), case.files[0].as_os_str()]);
         let lines = run.json_lines();
@@ -32,7 +33,7 @@ fn cat_raw_matches_framing() {
             run.assert_failed(what);
             assert!(run.stderr.contains("record "), "{what}: {}", run.stderr);
             let error = &case.expected["tfrecord"]["error"];
-            if case.compression() != "NONE" {
+            if case.compression_name() != "NONE" {
                 // Where a damaged compressed stream is noticed depends on
                 // buffering: only the failure is required.
                 continue;
@@ -61,8 +62,8 @@ fn cat_raw_matches_framing() {
             keys.sort();
             assert_eq!(keys, ["index", "length", "sha256"], "{what}: keys");
             assert_eq!(got["index"], i as u64, "{what}: index");
-            assert_eq!(got["length"], want["length"], "{what}: record {i} length");
-            assert_eq!(got["sha256"], want["sha256"], "{what}: record {i} sha256");
+            assert_eq!(got["length"], want.0 as u64, "{what}: record {i} length");
+            assert_eq!(got["sha256"], want.1.as_str(), "{what}: record {i} sha256");
         }
     }
 }
@@ -70,7 +71,7 @@ fn cat_raw_matches_framing() {
 #[test]
 fn cat_records_matches_decoded_records() {
     let mut checked = 0;
-    for case in tfrecord_cases() {
+    for case in corpus::cases("tfrecord") {
         let Some(decoded) = case.expected["decoded_records"].as_array() else {
             continue;
         };
@@ -100,7 +101,7 @@ fn cat_records_matches_decoded_records() {
 /// does; `--raw` names the file and counts per file when given several.
 #[test]
 fn several_files() {
-    let case = case("tfr_example_basic");
+    let case = corpus::case("tfrecord", "tfr_example_basic");
     let parse = case
         .parses()
         .iter()
@@ -128,7 +129,7 @@ fn several_files() {
         .map(|b| b["records"].as_u64().unwrap())
         .collect();
     let mut want = vec![batch as u64; 2 * n / batch];
-    if (2 * n) % batch != 0 {
+    if !(2 * n).is_multiple_of(batch) {
         want.push(((2 * n) % batch) as u64);
     }
     assert_eq!(sizes, want);
@@ -203,7 +204,7 @@ fn usage_and_missing_files_fail_cleanly() {
         r#"{"features": [{"name": "x", "kind": "dense", "dtype": "int32", "shape": []}]}"#,
     )
     .unwrap();
-    let file = case("tfr_example_basic").files[0].clone();
+    let file = corpus::case("tfrecord", "tfr_example_basic").files[0].clone();
     let run = grist([
         "cat".as_ref(),
         "--spec".as_ref(),
@@ -228,7 +229,7 @@ fn truncated_files_never_panic() {
         "tfr_example_gzip",
         "tfr_sequence_example",
     ] {
-        let case = case(name);
+        let case = corpus::case("tfrecord", name);
         let parse = &case.parses()[0];
         let spec = dir.path().join(format!("{name}.json"));
         std::fs::write(&spec, serde_json::to_string(parse).unwrap()).unwrap();

@@ -5,9 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
+use grist_testkit::corpus;
 use serde_json::{Value, json};
 
-use crate::support::{Run, corpus_dir, grist_on, write_spec};
+use crate::support::{Run, grist_on, write_spec};
 
 /// Files named as a case says, read as the format `id`: the same records
 /// as `original` (the corpus files they are copies of, in order).
@@ -24,7 +25,7 @@ struct Named {
 }
 
 fn corpus(path: &str) -> PathBuf {
-    corpus_dir().join(path)
+    corpus::root().join(path)
 }
 
 /// Copies `from` (a corpus path) to `to`, creating its folder.

@@ -5,23 +5,13 @@
 use std::path::PathBuf;
 
 use grist_tensor::json::bytes_from_json;
+use grist_testkit::corpus::{self, FolderCase, sha256_hex};
 use serde_json::{Value, json};
 
-use crate::support::{
-    DatasetCase, Run, dataset_cases, grist_on, kind_words, sha256_hex, write_spec,
-};
-
-/// The dataset to open (a file or a folder).
-pub(crate) fn input(case: &DatasetCase) -> PathBuf {
-    case.path(&case.expected["input"])
-}
-
-fn samples(case: &DatasetCase) -> &Vec<Value> {
-    case.expected["samples"].as_array().unwrap()
-}
+use crate::support::{Run, grist_on, kind_words, write_spec};
 
 /// How many samples read before the error, if the case has one.
-fn good_before_error(case: &DatasetCase) -> Option<usize> {
+fn good_before_error(case: &FolderCase) -> Option<usize> {
     let error = &case.expected["error"];
     if error.is_null() {
         return None;
@@ -35,7 +25,7 @@ fn good_before_error(case: &DatasetCase) -> Option<usize> {
 /// Checks a failed run against the case's error: one clean line naming
 /// the file, the sample (for read errors) and what was wrong; `lines`
 /// good lines before it.
-fn check_error(case: &DatasetCase, run: &Run, lines: usize, what: &str) {
+fn check_error(case: &FolderCase, run: &Run, lines: usize, what: &str) {
     run.assert_failed(what);
     let error = &case.expected["error"];
     let at = error["at"].as_str().unwrap();
@@ -53,7 +43,7 @@ fn check_error(case: &DatasetCase, run: &Run, lines: usize, what: &str) {
     assert!(run.stderr.contains(words), "{what}: {}", run.stderr);
     if at == "read" {
         let sample = error["sample"].as_u64().unwrap() as usize;
-        let local = samples(case)[sample]["local_index"].as_u64().unwrap();
+        let local = case.samples()[sample]["local_index"].as_u64().unwrap();
         // The shared Location calls a sample within its file a record.
         let needle = format!("record {local}");
         assert!(run.stderr.contains(&needle), "{what}: {}", run.stderr);
@@ -62,9 +52,9 @@ fn check_error(case: &DatasetCase, run: &Run, lines: usize, what: &str) {
 
 #[test]
 fn cat_raw_matches_every_case() {
-    for case in dataset_cases("ffrecord") {
+    for case in corpus::folder_cases("ffrecord") {
         let what = format!("{}: cat --raw", case.name);
-        let run = grist_on(&["cat", "--raw"], &[input(&case)]);
+        let run = grist_on(&["cat", "--raw"], &[case.input()]);
         let lines = run.json_lines();
         match good_before_error(&case) {
             Some(_) => check_error(&case, &run, lines.len(), &what),
@@ -80,7 +70,7 @@ fn cat_raw_matches_every_case() {
             .filter(|f| f["part_of_dataset"] != false)
             .count()
             > 1;
-        for (want, got) in samples(&case).iter().zip(&lines) {
+        for (want, got) in case.samples().iter().zip(&lines) {
             let i = &want["index"];
             assert_eq!(&got["index"], i, "{what}: index");
             assert_eq!(got["length"], want["len"], "{what}: sample {i} length");
@@ -113,7 +103,7 @@ fn cat_spec_raw_payloads_match_every_case() {
     let dir = tempfile::tempdir().unwrap();
     let spec = raw_spec(dir.path());
     let spec = spec.to_str().unwrap();
-    for case in dataset_cases("ffrecord") {
+    for case in corpus::folder_cases("ffrecord") {
         for (batch, threads) in [("1", "1"), ("3", "2")] {
             let what = format!("{}: cat --spec, batch {batch}", case.name);
             let run = grist_on(
@@ -128,7 +118,7 @@ fn cat_spec_raw_payloads_match_every_case() {
                     "--threads",
                     threads,
                 ],
-                &[input(&case)],
+                &[case.input()],
             );
             let values: Vec<Vec<u8>> = run
                 .json_lines()
@@ -154,7 +144,7 @@ fn cat_spec_raw_payloads_match_every_case() {
                     assert_eq!(values.len() as u64, case.expected["n"].as_u64().unwrap());
                 }
             }
-            for (want, got) in samples(&case).iter().zip(&values) {
+            for (want, got) in case.samples().iter().zip(&values) {
                 assert_eq!(json!(sha256_hex(got)), want["sha256"], "{what}: {want}");
             }
         }
@@ -163,7 +153,7 @@ fn cat_spec_raw_payloads_match_every_case() {
 
 #[test]
 fn count_verify_and_inspect_every_case() {
-    for case in dataset_cases("ffrecord") {
+    for case in corpus::folder_cases("ffrecord") {
         let name = &case.name;
         let n = case.expected["n"].as_u64().unwrap();
         let error_at = case.expected["error"]["at"].as_str();
@@ -175,7 +165,7 @@ fn count_verify_and_inspect_every_case() {
             .collect();
 
         // count: the headers' sample counts.
-        let run = grist_on(&["count", "--json"], &[input(&case)]);
+        let run = grist_on(&["count", "--json"], &[case.input()]);
         if error_at == Some("open") {
             check_error(&case, &run, 0, &format!("{name}: count"));
         } else {
@@ -186,7 +176,7 @@ fn count_verify_and_inspect_every_case() {
         }
 
         // verify: every header and sample CRC.
-        let run = grist_on(&["verify"], &[input(&case)]);
+        let run = grist_on(&["verify"], &[case.input()]);
         if error_at.is_some() {
             let what = format!("{name}: verify");
             run.assert_failed(&what);
@@ -196,7 +186,7 @@ fn count_verify_and_inspect_every_case() {
             let words = kind_words(error["kind"].as_str().unwrap());
             assert!(run.stdout.contains(words), "{what}: {}", run.stdout);
             if let Some(s) = error["sample"].as_u64() {
-                let local = samples(&case)[s as usize]["local_index"].as_u64().unwrap();
+                let local = case.samples()[s as usize]["local_index"].as_u64().unwrap();
                 let needle = format!("sample {local} at offset");
                 assert!(run.stdout.contains(&needle), "{what}: {}", run.stdout);
             }
@@ -207,7 +197,7 @@ fn count_verify_and_inspect_every_case() {
         }
 
         // inspect: counts, legacy flags and sizes from the headers.
-        let run = grist_on(&["inspect", "--json"], &[input(&case)]);
+        let run = grist_on(&["inspect", "--json"], &[case.input()]);
         if error_at == Some("open") {
             check_error(&case, &run, 0, &format!("{name}: inspect"));
             continue;
@@ -235,7 +225,8 @@ fn count_verify_and_inspect_every_case() {
         }
         assert_eq!(doc["legacy"], any_legacy, "{name}");
         // The sample sizes the manifest lists (as the header states them).
-        let lens: Vec<u64> = samples(&case)
+        let lens: Vec<u64> = case
+            .samples()
             .iter()
             .map(|s| s["len"].as_u64().unwrap())
             .collect();
@@ -262,11 +253,11 @@ fn cut_files_never_panic() {
     let dir = tempfile::tempdir().unwrap();
     let spec = raw_spec(dir.path());
     let spec = spec.to_str().unwrap();
-    for case in dataset_cases("ffrecord") {
+    for case in corpus::folder_cases("ffrecord") {
         if case.expected["valid"] != true || case.expected["input_kind"] != "file" {
             continue;
         }
-        let data = std::fs::read(input(&case)).unwrap();
+        let data = std::fs::read(case.input()).unwrap();
         let cut = dir.path().join(format!("{}.ffr", case.name));
         let step = (data.len() / 40).max(1);
         let lengths = (0..data.len())

@@ -6,15 +6,14 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use grist_tensor::json::{bytes_from_json, float_from_json};
+use grist_testkit::corpus::{self, FolderCase, sha256_hex};
 use serde_json::{Value, json};
 
-use crate::support::{
-    DatasetCase, Run, assert_json_eq, dataset_cases, grist_on, kind_words, sha256_hex, write_spec,
-};
+use crate::support::{Run, assert_json_eq, grist_on, kind_words, write_spec};
 
 /// The dataset as the commands are given it: its folder, or (for parts
 /// not named `part-<n>`) its part files with `--format ofrecord`.
-fn input(case: &DatasetCase) -> (Vec<&'static str>, Vec<PathBuf>) {
+fn input(case: &FolderCase) -> (Vec<&'static str>, Vec<PathBuf>) {
     if case.expected["reader_options"]["part_name_prefix"] == "part-" {
         (Vec::new(), vec![case.path(&case.expected["dataset_dir"])])
     } else {
@@ -22,42 +21,22 @@ fn input(case: &DatasetCase) -> (Vec<&'static str>, Vec<PathBuf>) {
     }
 }
 
-fn part_files(case: &DatasetCase) -> Vec<PathBuf> {
-    parts(case).iter().map(|p| case.path(&p["file"])).collect()
-}
-
-fn parts(case: &DatasetCase) -> &Vec<Value> {
-    case.expected["parts"].as_array().unwrap()
+fn part_files(case: &FolderCase) -> Vec<PathBuf> {
+    case.parts().iter().map(|p| case.path(&p["file"])).collect()
 }
 
 /// Runs `grist ARGS... [--format ofrecord] INPUT`.
-fn run_on(case: &DatasetCase, args: &[&str]) -> Run {
+fn run_on(case: &FolderCase, args: &[&str]) -> Run {
     let (extra, paths) = input(case);
     let mut all = args.to_vec();
     all.extend(extra);
     grist_on(&all, &paths)
 }
 
-/// Every framed record of every part, in dataset order.
-fn records(case: &DatasetCase) -> Vec<&Value> {
-    parts(case)
-        .iter()
-        .flat_map(|p| p["records"].as_array().unwrap())
-        .collect()
-}
-
-fn error_at(case: &DatasetCase) -> Option<&str> {
-    case.expected["error"]["at"].as_str()
-}
-
-fn lenient(case: &DatasetCase) -> bool {
-    case.expected["lenient"] == true
-}
-
 /// Checks a failed run against the case's error: one clean line naming
 /// the part file, the record's number in it and what was wrong; `lines`
 /// good lines before it.
-fn check_error(case: &DatasetCase, run: &Run, lines: usize, what: &str) {
+fn check_error(case: &FolderCase, run: &Run, lines: usize, what: &str) {
     run.assert_failed(what);
     let error = &case.expected["error"];
     let before = case.expected["records_readable_before_error"]
@@ -72,7 +51,7 @@ fn check_error(case: &DatasetCase, run: &Run, lines: usize, what: &str) {
     );
     // The record's number within its part.
     let mut first = 0;
-    for p in parts(case) {
+    for p in case.parts() {
         if case.path(&p["file"]) == file {
             break;
         }
@@ -88,33 +67,33 @@ fn check_error(case: &DatasetCase, run: &Run, lines: usize, what: &str) {
 /// Checks a run that reads and parses every record: the case's error
 /// after the good records, or (lenient cases) any clean failure, or one
 /// line per record.
-fn check_outcome(case: &DatasetCase, run: &Run, lines: usize, what: &str) {
-    if error_at(case).is_some() {
+fn check_outcome(case: &FolderCase, run: &Run, lines: usize, what: &str) {
+    if case.error_at().is_some() {
         check_error(case, run, lines, what);
-    } else if lenient(case) && !run.ok {
+    } else if case.lenient() && !run.ok {
         run.assert_failed(what);
     } else {
         run.assert_ok(what);
-        assert_eq!(lines, records(case).len(), "{what}");
+        assert_eq!(lines, case.records().len(), "{what}");
     }
 }
 
 #[test]
 fn cat_raw_matches_every_case() {
-    for case in dataset_cases("ofrecord") {
+    for case in corpus::folder_cases("ofrecord") {
         let what = format!("{}: cat --raw", case.name);
         let run = run_on(&case, &["cat", "--raw"]);
         let lines = run.json_lines();
-        match error_at(&case) {
+        match case.error_at() {
             Some("frame") => check_error(&case, &run, lines.len(), &what),
             _ => {
                 // Records that do not parse are framed fine.
                 run.assert_ok(&what);
-                assert_eq!(lines.len(), records(&case).len(), "{what}");
+                assert_eq!(lines.len(), case.records().len(), "{what}");
             }
         }
-        let several = parts(&case).len() > 1;
-        for (want, got) in records(&case).into_iter().zip(&lines) {
+        let several = case.parts().len() > 1;
+        for (want, got) in case.records().into_iter().zip(&lines) {
             let i = &want["global_index"];
             assert_eq!(&got["index"], i, "{what}");
             assert_eq!(got["length"], want["len"], "{what}: record {i}");
@@ -123,7 +102,7 @@ fn cat_raw_matches_every_case() {
                 assert_eq!(got["index_in_part"], want["index_in_part"], "{what}");
                 assert!(
                     got["file"].as_str().unwrap().ends_with(
-                        parts(&case)
+                        case.parts()
                             .iter()
                             .find(|p| p["records"].as_array().unwrap().contains(want))
                             .unwrap()["file"]
@@ -140,19 +119,19 @@ fn cat_raw_matches_every_case() {
 
 #[test]
 fn cat_records_matches_every_case() {
-    for case in dataset_cases("ofrecord") {
+    for case in corpus::folder_cases("ofrecord") {
         let what = format!("{}: cat --records", case.name);
         let run = run_on(&case, &["cat", "--records"]);
         let lines = run.json_lines();
         check_outcome(&case, &run, lines.len(), &what);
-        for (want, got) in records(&case).into_iter().zip(&lines) {
+        for (want, got) in case.records().into_iter().zip(&lines) {
             let i = &want["global_index"];
             for key in ["features", "features_raw"] {
                 if let Some(w) = want.get(key) {
                     assert_json_eq(w, &got[key], &format!("{what}: record {i}"));
                 }
             }
-            if parts(&case).len() > 1 {
+            if case.parts().len() > 1 {
                 assert_eq!(&got["index"], i, "{what}");
                 assert_eq!(got["index_in_part"], want["index_in_part"], "{what}");
             }
@@ -174,9 +153,9 @@ fn dtype_of(kind: &str) -> Option<&'static str> {
 
 /// A varlen feature for every name that holds one list kind in every
 /// record that has it, plus one no record has (it decodes to empty rows).
-pub(crate) fn varlen_spec(case: &DatasetCase) -> BTreeMap<String, String> {
+pub(crate) fn varlen_spec(case: &FolderCase) -> BTreeMap<String, String> {
     let mut kinds: BTreeMap<String, Option<String>> = BTreeMap::new();
-    for r in records(case) {
+    for r in case.records() {
         let Some(features) = r["features"].as_object() else {
             continue;
         };
@@ -243,7 +222,7 @@ fn check_values(want: Option<&Value>, got: &[Value], what: &str) {
 #[test]
 fn cat_spec_matches_every_case() {
     let dir = tempfile::tempdir().unwrap();
-    for case in dataset_cases("ofrecord") {
+    for case in corpus::folder_cases("ofrecord") {
         let spec = varlen_spec(&case);
         let features: Vec<Value> = spec
             .iter()
@@ -259,7 +238,7 @@ fn cat_spec_matches_every_case() {
         let run = run_on(&case, &["cat", "--spec", path, "--batch-size", "1"]);
         let lines = run.json_lines();
         check_outcome(&case, &run, lines.len(), &what);
-        for (want, got) in records(&case).into_iter().zip(&lines) {
+        for (want, got) in case.records().into_iter().zip(&lines) {
             let i = &want["global_index"];
             assert_eq!(got["records"], 1, "{what}");
             for name in spec.keys() {
@@ -311,20 +290,20 @@ fn part_counts(list: &Value) -> Vec<u64> {
 }
 
 /// The manifest's record count of each part.
-fn want_counts(case: &DatasetCase) -> Vec<u64> {
-    let parts = parts(case).iter();
+fn want_counts(case: &FolderCase) -> Vec<u64> {
+    let parts = case.parts().iter();
     parts.map(|p| p["record_count"].as_u64().unwrap()).collect()
 }
 
 #[test]
 fn count_verify_and_inspect_every_case() {
-    for case in dataset_cases("ofrecord") {
+    for case in corpus::folder_cases("ofrecord") {
         let name = &case.name;
-        let framed = records(&case).len() as u64;
+        let framed = case.records().len() as u64;
 
         // count: length prefixes only.
         let run = run_on(&case, &["count", "--json"]);
-        if error_at(&case) == Some("frame") {
+        if case.error_at() == Some("frame") {
             let before = case.expected["records_readable_before_error"].as_u64();
             check_error(
                 &case,
@@ -341,7 +320,7 @@ fn count_verify_and_inspect_every_case() {
 
         // verify: framing and protobuf, part by part.
         let run = run_on(&case, &["verify"]);
-        match error_at(&case) {
+        match case.error_at() {
             Some(_) => {
                 let what = format!("{name}: verify");
                 run.assert_failed(&what);
@@ -351,18 +330,18 @@ fn count_verify_and_inspect_every_case() {
                 let offset = format!("at offset {}", error["offset"]);
                 assert!(run.stdout.contains(&offset), "{what}: {}", run.stdout);
             }
-            None if lenient(&case) && !run.ok => {
+            None if case.lenient() && !run.ok => {
                 run.assert_failed(name);
             }
             None => {
                 run.assert_ok(&format!("{name}: verify"));
-                assert_eq!(run.stdout.lines().count(), parts(&case).len(), "{name}");
+                assert_eq!(run.stdout.lines().count(), case.parts().len(), "{name}");
             }
         }
 
         // inspect: parts, their counts, and the features seen.
         let run = run_on(&case, &["inspect", "--json"]);
-        if error_at(&case).is_some() || (lenient(&case) && !run.ok) {
+        if case.error_at().is_some() || (case.lenient() && !run.ok) {
             run.assert_failed(&format!("{name}: inspect"));
             continue;
         }
@@ -374,7 +353,7 @@ fn count_verify_and_inspect_every_case() {
         assert_eq!(part_counts(&doc["parts"]), want_counts(&case), "{name}");
         // (kinds, records, fewest and most values) per feature name.
         let mut want: BTreeMap<String, (Vec<String>, u64, usize, usize)> = BTreeMap::new();
-        for r in records(&case) {
+        for r in case.records() {
             for (f, v) in r["features"].as_object().into_iter().flatten() {
                 let n = v["values"].as_array().unwrap().len();
                 let e = want.entry(f.clone()).or_insert((Vec::new(), 0, n, n));
@@ -388,7 +367,8 @@ fn count_verify_and_inspect_every_case() {
                 e.3 = e.3.max(n);
             }
         }
-        if records(&case)
+        if case
+            .records()
             .iter()
             .any(|r| r.get("features_raw").is_some())
         {
@@ -431,8 +411,8 @@ fn cut_parts_never_panic() {
         &json!([{"name": "x", "kind": "varlen", "dtype": "float32", "shape": [-1]}]),
     );
     let spec = spec.to_str().unwrap();
-    for case in dataset_cases("ofrecord") {
-        if case.expected["valid"] != true || parts(&case).len() != 1 {
+    for case in corpus::folder_cases("ofrecord") {
+        if case.expected["valid"] != true || case.parts().len() != 1 {
             continue;
         }
         let data = std::fs::read(&part_files(&case)[0]).unwrap();

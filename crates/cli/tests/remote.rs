@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use grist_testkit::corpus::Remote;
+use grist_testkit::corpus::{self, Remote};
 use grist_testkit::{Fault, S3Server};
 use serde_json::{Value, json};
 
-use crate::support::{Run, avro_cases, corpus_dir, dataset_cases, grist, tfrecord_cases};
+use crate::support::{Run, grist};
 
 /// Retries for the child processes (`grist` reads these variables): short,
 /// so that a persistent fault fails quickly; long enough for the faults
@@ -75,7 +75,7 @@ impl Corpus {
     /// differs from grist-testkit's, which `Remote::url` expects).
     fn url(&self, path: &Path) -> String {
         let relative = path
-            .strip_prefix(corpus_dir())
+            .strip_prefix(corpus::root())
             .unwrap_or_else(|_| panic!("{} is not in the corpus", path.display()));
         let key = relative.to_string_lossy().replace('\\', "/");
         self.server().url("corpus", &key)
@@ -106,7 +106,7 @@ impl Corpus {
             .collect();
         let here = grist(&local);
         let there = grist_at(self.server(), &RETRY, &remote);
-        let root = corpus_dir().display().to_string();
+        let root = corpus::root().display().to_string();
         let as_remote = |s: &str| s.replace(&root, "s3://corpus");
         assert_eq!(
             (there.ok, there.code),
@@ -156,7 +156,7 @@ fn tfrecord_cases_read_the_same_over_s3() {
     let corpus = Corpus::start();
     let dir = tempfile::tempdir().unwrap();
     let mut parses = 0;
-    for case in tfrecord_cases() {
+    for case in corpus::cases("tfrecord") {
         for parse in case.parses() {
             let id = parse["id"].as_str().unwrap();
             let spec = spec_file(dir.path(), &format!("{}-{id}.json", case.name), parse);
@@ -174,7 +174,7 @@ fn avro_cases_read_the_same_over_s3() {
     let corpus = Corpus::start();
     let dir = tempfile::tempdir().unwrap();
     let mut parses = 0;
-    for case in avro_cases() {
+    for case in corpus::cases("avro") {
         for parse in case.parses() {
             if crate::avro::is_generic(parse) {
                 continue;
@@ -195,8 +195,8 @@ fn ffrecord_cases_read_the_same_over_s3() {
     let corpus = Corpus::start();
     let dir = tempfile::tempdir().unwrap();
     let spec = crate::ffrecord::raw_spec(dir.path());
-    for case in dataset_cases("ffrecord") {
-        let input = [crate::ffrecord::input(&case)];
+    for case in corpus::folder_cases("ffrecord") {
+        let input = [case.input()];
         let raw = ["--payload", "raw", "--batch-size", "3", "--threads", "2"];
         corpus.cat_spec(&spec, &raw, &input, &case.name);
         corpus.every_command(&[], &input, &case.name);
@@ -207,7 +207,7 @@ fn ffrecord_cases_read_the_same_over_s3() {
 fn ofrecord_cases_read_the_same_over_s3() {
     let corpus = Corpus::start();
     let dir = tempfile::tempdir().unwrap();
-    for case in dataset_cases("ofrecord") {
+    for case in corpus::folder_cases("ofrecord") {
         // Every case is a folder of `part-<n>` files: a folder URL.
         let folder = [case.path(&case.expected["dataset_dir"])];
         let features: Vec<Value> = crate::ofrecord::varlen_spec(&case)
@@ -230,10 +230,10 @@ fn ofrecord_cases_read_the_same_over_s3() {
 #[test]
 fn a_folder_url_is_a_dataset_with_or_without_a_slash() {
     let corpus = Corpus::start();
-    let folder = corpus_dir().join("ofrecord/tiny2");
+    let folder = corpus::root().join("ofrecord/tiny2");
     let url = corpus.url(&folder);
     assert_eq!(url, "s3://corpus/ofrecord/tiny2");
-    let root = corpus_dir().display().to_string();
+    let root = corpus::root().display().to_string();
     for command in [&["cat", "--raw"][..], &["count", "--json"]] {
         let local = grist(command.iter().copied().chain([folder.to_str().unwrap()]));
         local.assert_ok("local");
@@ -407,8 +407,8 @@ fn a_failed_upload_leaves_nothing() {
 fn transient_faults_are_retried() {
     let corpus = Corpus::start();
     let faults = corpus.server().faults();
-    let file = corpus_dir().join("tfrecord/tfr_example_basic.tfrecord");
-    let folder = corpus_dir().join("ofrecord/multi_part");
+    let file = corpus::root().join("tfrecord/tfr_example_basic.tfrecord");
+    let folder = corpus::root().join("ofrecord/multi_part");
     for (fault, what) in [
         (Fault::Status(503), "503"),
         (Fault::Drop { after: 10 }, "dropped"),
@@ -438,7 +438,7 @@ fn a_persistent_fault_fails_naming_the_url_in_time() {
         ("GRIST_REMOTE_REQUEST_TIMEOUT", "1"),
         ("GRIST_REMOTE_DEADLINE", "3"),
     ];
-    let url = corpus.url(&corpus_dir().join("avro/avro_atds_varlen.avro"));
+    let url = corpus.url(&corpus::root().join("avro/avro_atds_varlen.avro"));
     for command in [&["count"][..], &["cat", "--raw"], &["verify"]] {
         let args: Vec<OsString> = command
             .iter()

@@ -1,114 +1,11 @@
-//! Running the binary and reading the golden corpus.
+//! Running the binary, and checking its output against the golden corpus
+//! (whose cases come from grist-testkit).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use grist_testkit::corpus::Case;
 use serde_json::Value;
-
-/// The golden corpus shared by the developers.
-pub fn corpus_dir() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/corpus"
-    ))
-}
-
-/// One case of the manifest (TFRecord or Avro), with its expectations
-/// loaded.
-pub struct Case {
-    /// The case name.
-    pub name: String,
-    /// The manifest entry.
-    pub manifest: Value,
-    /// The `.expected.json` document.
-    pub expected: Value,
-    /// The data files, as absolute paths.
-    pub files: Vec<PathBuf>,
-}
-
-impl Case {
-    /// Whether the file is damaged (`expected: "error"`).
-    pub fn is_error(&self) -> bool {
-        self.manifest["expected"] == "error"
-    }
-
-    /// The compression (`NONE`, `GZIP`, `ZLIB`).
-    pub fn compression(&self) -> &str {
-        self.expected["tfrecord"]["compression"]
-            .as_str()
-            .unwrap_or("NONE")
-    }
-
-    /// The number of good records (before the error, if any).
-    pub fn record_count(&self) -> u64 {
-        self.expected["tfrecord"]["record_count"].as_u64().unwrap()
-    }
-
-    /// The framing expectations, `[{length, sha256}]`.
-    pub fn records(&self) -> &Vec<Value> {
-        self.expected["tfrecord"]["records"].as_array().unwrap()
-    }
-
-    /// The parse configurations.
-    pub fn parses(&self) -> &Vec<Value> {
-        self.expected["parses"].as_array().unwrap()
-    }
-}
-
-fn read_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// Every TFRecord case of the manifest.
-pub fn tfrecord_cases() -> Vec<Case> {
-    cases("tfrecord")
-}
-
-/// Every Avro case of the manifest.
-pub fn avro_cases() -> Vec<Case> {
-    cases("avro")
-}
-
-/// The Avro case called `name`.
-pub fn avro_case(name: &str) -> Case {
-    avro_cases()
-        .into_iter()
-        .find(|c| c.name == name)
-        .unwrap_or_else(|| panic!("no avro case {name}"))
-}
-
-/// Every case of one section (`tfrecord`, `avro`) of the manifest.
-fn cases(section: &str) -> Vec<Case> {
-    let root = corpus_dir();
-    let manifest = read_json(&root.join("manifest.json"));
-    let cases = manifest["sections"][section]
-        .as_array()
-        .unwrap_or_else(|| panic!("no {section} section"));
-    assert!(!cases.is_empty());
-    cases
-        .iter()
-        .map(|c| Case {
-            name: c["case"].as_str().unwrap().to_string(),
-            expected: read_json(&root.join(c["expected_json"].as_str().unwrap())),
-            files: c["files"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|f| root.join(f.as_str().unwrap()))
-                .collect(),
-            manifest: c.clone(),
-        })
-        .collect()
-}
-
-/// The case called `name`.
-pub fn case(name: &str) -> Case {
-    tfrecord_cases()
-        .into_iter()
-        .find(|c| c.name == name)
-        .unwrap_or_else(|| panic!("no case {name}"))
-}
 
 /// What a run of the binary produced.
 pub struct Run {
@@ -308,49 +205,6 @@ pub fn bench_json(spec: &Path, file: &Path, extra: &[&str]) -> Value {
     lines[0].clone()
 }
 
-/// A case of the FFRecord or OFRecord corpus: `<format>/<case>.expected.json`
-/// (these formats are not in `manifest.json`).
-pub struct DatasetCase {
-    /// The case name.
-    pub name: String,
-    /// The `.expected.json` document.
-    pub expected: Value,
-    /// The corpus folder of the format (paths in the document are relative
-    /// to it).
-    pub dir: PathBuf,
-}
-
-impl DatasetCase {
-    /// A path of the document, made absolute.
-    pub fn path(&self, relative: &Value) -> PathBuf {
-        self.dir.join(relative.as_str().expect("a path"))
-    }
-}
-
-/// Every case of the `format` folder (`ffrecord`, `ofrecord`) of the
-/// corpus, by name.
-pub fn dataset_cases(format: &str) -> Vec<DatasetCase> {
-    let dir = corpus_dir().join(format);
-    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(".expected.json"))
-        .collect();
-    names.sort();
-    assert!(!names.is_empty(), "no {format} cases");
-    names
-        .into_iter()
-        .map(|p| {
-            let expected = read_json(&p);
-            DatasetCase {
-                name: expected["case"].as_str().unwrap().to_string(),
-                expected,
-                dir: dir.clone(),
-            }
-        })
-        .collect()
-}
-
 /// The words a message uses for a corpus error kind.
 pub fn kind_words(kind: &str) -> &'static str {
     match kind {
@@ -362,12 +216,6 @@ pub fn kind_words(kind: &str) -> &'static str {
         "protobuf" => "could not parse OFRecord",
         other => panic!("unknown error kind {other}"),
     }
-}
-
-/// The SHA-256 of `bytes`, in hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest as _;
-    hex::encode(sha2::Sha256::digest(bytes))
 }
 
 /// Writes `doc` as a spec file `name` in `dir`.

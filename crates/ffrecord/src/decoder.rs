@@ -276,7 +276,12 @@ impl RawDecoder {
             let width = match dense.dtype {
                 DType::Bool => 1,
                 DType::Int32 | DType::Float32 => 4,
-                _ => 8,
+                DType::Int64 | DType::Float64 => 8,
+                other => {
+                    return Err(unsupported(&format!(
+                        "dtype {other} has no raw payload layout"
+                    )));
+                }
             };
             Some(
                 elems
@@ -358,6 +363,12 @@ impl RawDecoder {
             Values::Int64(v) => grist_tensor::le::extend(v, payload),
             Values::Float64(v) => grist_tensor::le::extend(v, payload),
             Values::String(v) => v.push(payload),
+            // `new` refuses the dtypes without a raw layout.
+            other => {
+                return Err(Error::Spec(TensorError::Unsupported {
+                    what: format!("ffrecord raw tensor of {} values", other.dtype()),
+                }));
+            }
         }
         d.end_row();
         out.end_row();

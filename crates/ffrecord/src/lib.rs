@@ -81,3 +81,8 @@ pub use header::{
 pub use reader::{Access, FfrReader, FileInfo, ReaderOptions, Sample, SampleBatch, dataset_files};
 pub use source::FfrSource;
 pub use writer::{FfrWriter, WriteSummary, WriterOptions};
+
+/// The README's examples, run as doc tests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -9,10 +9,10 @@ use grist_ffrecord::{
     Access, Error, FfrReader, FfrWriter, ReaderOptions, WriterOptions, encode_file,
 };
 use grist_tensor::RecordSource;
+use grist_testkit::corpus::sha256_hex;
+use grist_testkit::temp_dir;
 
-use crate::support::{
-    Case, ExpectedSample, ffrecord_cases, hex_u32, names_file, sha256_hex, temp_dir,
-};
+use crate::support::{Case, ExpectedSample, ffrecord_cases, hex_u32, names_file};
 
 /// The ways a case can be opened: positioned reads, memory maps and (for
 /// single files) bytes in memory.

@@ -12,10 +12,11 @@ use grist_ffrecord::{
 };
 use grist_tensor::json::{batch_to_json, compare_json};
 use grist_tensor::{Batch, DType, Decoder, FeatureSpec, RecordSource, SpecFile, Values};
+use grist_testkit::{corpus, temp_dir};
 use grist_tfrecord::{ExampleBuilder, ExampleDecoder, RecordReader};
 use serde_json::Value;
 
-use crate::support::{Rng, corpus_root, read_json, temp_dir};
+use crate::support::Rng;
 
 /// Two batches are the same, floats compared by their JSON form (so NaNs
 /// compare equal).
@@ -37,22 +38,11 @@ fn tfrecords(path: &Path) -> Vec<Vec<u8>> {
 
 #[test]
 fn tfrecord_corpus_examples_stored_as_samples_parse_as_tensorflow_did() {
-    let root = corpus_root();
-    let manifest = read_json(&root.join("manifest.json"));
     let dir = temp_dir();
     let mut batches_checked = 0;
-    for c in manifest["sections"]["tfrecord"].as_array().unwrap() {
-        let expected = read_json(&root.join(c["expected_json"].as_str().unwrap()));
-        if c["expected"] != "ok" {
-            continue;
-        }
-        let records: Vec<Vec<u8>> = c["files"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|f| tfrecords(&root.join(f.as_str().unwrap())))
-            .collect();
-        let name = c["case"].as_str().unwrap();
+    for case in corpus::cases("tfrecord").into_iter().filter(|c| c.is_ok()) {
+        let records: Vec<Vec<u8>> = case.files.iter().flat_map(|f| tfrecords(f)).collect();
+        let name = &case.name;
         let path = dir.path().join(format!("{name}.ffr"));
         let mut w = FfrWriter::create(&path, WriterOptions::default()).unwrap();
         for r in &records {
@@ -60,11 +50,7 @@ fn tfrecord_corpus_examples_stored_as_samples_parse_as_tensorflow_did() {
         }
         w.finish().unwrap();
         let reader = FfrReader::open(&path, ReaderOptions::default()).unwrap();
-        for parse in expected["parses"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
-        {
+        for parse in case.parses() {
             let id = format!("{name}/{}", parse["id"].as_str().unwrap());
             let spec = SpecFile::from_value(parse).unwrap();
             let batch_size = spec.batch_size.unwrap();
@@ -246,6 +232,7 @@ fn raw_tensors_decode_into_dense_columns() {
                     bytes = rng.bytes(len);
                     v.push(&bytes);
                 }
+                other => panic!("no test payload for {} values", other.dtype()),
             }
             samples.push(bytes);
         }
@@ -353,43 +340,30 @@ fn rows_of(t: &grist_tensor::Tensor) -> Value {
 #[test]
 fn ofrecord_corpus_records_stored_as_samples_decode_as_oneflow_does() {
     use base64::Engine as _;
-    let dir = corpus_root().join("ofrecord");
     let out_dir = temp_dir();
     let mut runs = 0;
-    let mut names: Vec<_> = fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(".expected.json"))
-        .collect();
-    names.sort();
-    for path in names {
-        let case = read_json(&path);
-        let decoder_runs = case["decoder_runs"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or(&[]);
+    for case in corpus::folder_cases("ofrecord") {
+        let decoder_runs = case.decoder_runs();
         if decoder_runs.is_empty() {
             continue;
         }
         // The records of every part, in dataset order, as FFRecord samples.
         let mut records = Vec::new();
-        for part in case["parts"].as_array().unwrap() {
-            let file = dir.join(part["file"].as_str().unwrap());
+        for part in case.parts() {
+            let file = case.path(&part["file"]);
             let mut reader = grist_ofrecord::RecordReader::open(&file, Default::default()).unwrap();
             while let Some(r) = reader.next_record().unwrap() {
                 records.push(r.payload.to_vec());
             }
         }
-        let ffr = out_dir
-            .path()
-            .join(format!("{}.ffr", case["case"].as_str().unwrap()));
+        let ffr = out_dir.path().join(format!("{}.ffr", case.name));
         fs::write(&ffr, encode_file(records.iter().map(|r| &r[..]))).unwrap();
         let reader = FfrReader::open(&ffr, ReaderOptions::default()).unwrap();
         let all: Vec<u64> = (0..reader.len()).collect();
         let samples = reader.read(&all).unwrap();
         for run in decoder_runs {
             runs += 1;
-            let what = format!("{}: {run}", path.display());
+            let what = format!("{}: {run}", case.name);
             let field = grist_ofrecord::Field::from_json(run).unwrap();
             let decoder =
                 grist_ofrecord::OfRecordDecoder::with_fields(std::slice::from_ref(&field)).unwrap();

@@ -2,25 +2,13 @@
 
 use grist_ffrecord::{Error, FfrReader, ReaderOptions};
 use grist_tensor::{BoxError, ErrorKind, FormatError};
-
-use crate::support::ffrecord_dir;
-
-/// The whole chain, as the CLI prints it (`{e:#}`: joined by ": ").
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        out = format!("{out}: {c}");
-        cause = c.source();
-    }
-    out
-}
+use grist_testkit::{chain, corpus};
 
 #[test]
 fn an_io_error_prints_its_cause_once() {
     // Read through the storage layer: its error names the path once and
     // says what is wrong once.
-    let missing = ffrecord_dir().join("no_such_file.ffr");
+    let missing = corpus::root().join("ffrecord").join("no_such_file.ffr");
     let err = FfrReader::open(&missing, ReaderOptions::default()).unwrap_err();
     assert!(matches!(err, Error::Storage(_)), "{err:?}");
     assert_eq!(FormatError::kind(&err), ErrorKind::Io);
@@ -34,7 +22,9 @@ fn an_io_error_prints_its_cause_once() {
 
 #[test]
 fn a_corrupt_sample_names_its_file_and_record() {
-    let path = ffrecord_dir().join("corrupt_sample_byte.ffr");
+    let path = corpus::root()
+        .join("ffrecord")
+        .join("corrupt_sample_byte.ffr");
     let reader = FfrReader::open(&path, ReaderOptions::default()).unwrap();
     let err = reader.read(&[0, 1, 2, 3, 4]).unwrap_err();
     assert!(matches!(err, Error::SampleChecksum { .. }), "{err:?}");

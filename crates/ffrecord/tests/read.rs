@@ -10,8 +10,9 @@ use grist_ffrecord::{
     crc32, dataset_files,
 };
 use grist_tensor::{Limits, RecordSource};
+use grist_testkit::temp_dir;
 
-use crate::support::{Rng, craft, temp_dir};
+use crate::support::{Rng, craft};
 
 /// Writes `samples` as an FFRecord file at `path`.
 fn write(path: &Path, samples: &[Vec<u8>]) {

@@ -1,30 +1,12 @@
-//! Shared test helpers: the ffrecord golden corpus and its manifests.
+//! What only grist-ffrecord's tests need on top of grist-testkit's corpus
+//! helpers: the FFRecord cases parsed into typed expectations, files laid
+//! out by hand, and a small seeded generator.
 #![allow(dead_code)]
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
+use grist_testkit::corpus::{self, FolderCase};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
-
-/// The root of the shared golden corpus.
-pub(crate) fn corpus_root() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/corpus"
-    ))
-}
-
-/// The ffrecord corpus folder.
-pub(crate) fn ffrecord_dir() -> PathBuf {
-    corpus_root().join("ffrecord")
-}
-
-/// Reads a JSON file.
-pub(crate) fn read_json(path: &Path) -> Value {
-    let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
 
 /// The expected error of a case: `{kind, file, sample, at}`.
 #[derive(Clone, Debug)]
@@ -67,6 +49,8 @@ pub(crate) struct Case {
     pub(crate) samples: Vec<ExpectedSample>,
     /// The parsed JSON.
     pub(crate) json: Value,
+    /// The case as grist-testkit reads it.
+    pub(crate) folder: FolderCase,
 }
 
 impl Case {
@@ -88,7 +72,7 @@ impl Case {
 
     /// The absolute path of a `files[].file`.
     pub(crate) fn path_of(&self, file: &str) -> PathBuf {
-        ffrecord_dir().join(file)
+        self.folder.path_of(file)
     }
 
     /// The expected error's `at`, if any.
@@ -105,30 +89,23 @@ pub(crate) fn hex_u32(v: &Value) -> u32 {
 
 /// Every ffrecord case of the corpus, sorted by name.
 pub(crate) fn ffrecord_cases() -> Vec<Case> {
-    let dir = ffrecord_dir();
-    let mut paths: Vec<PathBuf> = fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.to_string_lossy().ends_with(".expected.json"))
+    let cases: Vec<Case> = corpus::folder_cases("ffrecord")
+        .into_iter()
+        .map(parse_case)
         .collect();
-    paths.sort();
-    let cases: Vec<Case> = paths.iter().map(|p| parse_case(&dir, p)).collect();
     assert!(cases.len() >= 11, "only {} ffrecord cases", cases.len());
     cases
 }
 
 /// The case called `name`.
 pub(crate) fn ffrecord_case(name: &str) -> Case {
-    ffrecord_cases()
-        .into_iter()
-        .find(|c| c.name == name)
-        .unwrap_or_else(|| panic!("no ffrecord case {name:?}"))
+    parse_case(corpus::folder_case("ffrecord", name))
 }
 
-fn parse_case(dir: &Path, path: &Path) -> Case {
-    let json = read_json(path);
-    assert_eq!(json["format"], "ffrecord", "{}", path.display());
-    let name = json["case"].as_str().expect("case").to_owned();
+fn parse_case(folder: FolderCase) -> Case {
+    let json = folder.expected.clone();
+    assert_eq!(json["format"], "ffrecord", "{}", folder.name);
+    let name = folder.name.clone();
     let error = match &json["error"] {
         Value::Null => None,
         e => Some(ExpectedError {
@@ -163,7 +140,7 @@ fn parse_case(dir: &Path, path: &Path) -> Case {
         })
         .collect();
     Case {
-        input: dir.join(json["input"].as_str().expect("input")),
+        input: folder.input(),
         is_dir: json["input_kind"] == "dir",
         valid: json["valid"].as_bool().expect("valid"),
         n: json["n"].as_u64().expect("n"),
@@ -171,20 +148,8 @@ fn parse_case(dir: &Path, path: &Path) -> Case {
         error,
         samples,
         json,
+        folder,
     }
-}
-
-/// Lowercase hex SHA-256.
-pub(crate) fn sha256_hex(data: &[u8]) -> String {
-    Sha256::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// A fresh temporary directory.
-pub(crate) fn temp_dir() -> tempfile::TempDir {
-    tempfile::tempdir().expect("temporary directory")
 }
 
 /// Whether `name` (an error's file name, a full path) is the corpus file

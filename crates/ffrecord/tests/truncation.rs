@@ -5,8 +5,9 @@
 use std::fs;
 
 use grist_ffrecord::{Access, Error, FfrReader, ReaderOptions};
+use grist_testkit::temp_dir;
 
-use crate::support::{ffrecord_cases, temp_dir};
+use crate::support::ffrecord_cases;
 
 /// Opens and reads all of a dataset; the error kind that stopped it, or
 /// the samples.

@@ -3,21 +3,12 @@
 //! name.
 
 use std::fs;
-use std::path::Path;
 
 use grist_ffrecord::{Error, FfrReader, FfrWriter, ReaderOptions, WriterOptions, encode_file};
+use grist_testkit::corpus::sha256_hex;
+use grist_testkit::{dir_entries, temp_dir};
 
-use crate::support::{Rng, ffrecord_case, sha256_hex, temp_dir};
-
-/// The names in `dir`, sorted.
-fn entries(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
+use crate::support::{Rng, ffrecord_case};
 
 #[test]
 fn the_worked_example_is_written_byte_for_byte() {
@@ -94,7 +85,7 @@ fn known_and_unknown_counts_write_the_same_file() {
         }
     }
     // Only the finished files are there: no temporaries, no spools.
-    assert_eq!(entries(dir.path()).len(), 8);
+    assert_eq!(dir_entries(dir.path()).len(), 8);
 }
 
 /// Without a count the samples are written first and moved behind the
@@ -127,11 +118,15 @@ fn no_partial_file_is_ever_left_under_the_final_name() {
         let mut w = FfrWriter::create(&path, WriterOptions::default().with_count(count)).unwrap();
         w.write_sample(b"a").unwrap();
         assert!(
-            !entries(dir.path()).is_empty(),
+            !dir_entries(dir.path()).is_empty(),
             "the temporary file exists while writing"
         );
         drop(w);
-        assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
+        assert!(
+            dir_entries(dir.path()).is_empty(),
+            "{:?}",
+            dir_entries(dir.path())
+        );
     }
 
     // Finished with fewer samples than declared (the original leaves a
@@ -150,7 +145,7 @@ fn no_partial_file_is_ever_left_under_the_final_name() {
         }
         other => panic!("{other:?}"),
     }
-    assert!(entries(dir.path()).is_empty());
+    assert!(dir_entries(dir.path()).is_empty());
 
     // More samples than declared: refused, the writer stays usable.
     let mut w = FfrWriter::create(&path, WriterOptions::default().with_count(Some(1))).unwrap();
@@ -168,7 +163,7 @@ fn no_partial_file_is_ever_left_under_the_final_name() {
     assert_eq!(fs::read(&path).unwrap(), encode_file([&b"a"[..]]));
     w.finish().unwrap();
     assert_eq!(fs::read(&path).unwrap(), encode_file([&b"new"[..]]));
-    assert_eq!(entries(dir.path()), ["out.ffr"]);
+    assert_eq!(dir_entries(dir.path()), ["out.ffr"]);
 
     // A folder that does not exist: the storage layer's error, naming the
     // file once.

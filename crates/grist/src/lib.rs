@@ -11,7 +11,10 @@
 //!
 //! | Cargo feature | default | what it adds |
 //! |---|---|---|
-//! | `remote` | off | object stores (`s3://`, `gs://`, `az://`, `http(s)://`) wherever a path is taken, through `object_store` |
+//! | `remote` | off | object stores (`s3://`, `gs://`, `az://`, `http(s)://`) wherever a path is taken, through `object_store` (needs Rust 1.89) |
+//! | `avro-bzip2` | off | Avro's `bzip2` codec (pure Rust) |
+//! | `avro-xz` | off | Avro's `xz` codec (pure Rust) |
+//! | `tfrecord-zstd` | off | ZSTD-compressed TFRecord files (not a TensorFlow codec) |
 //!
 //! ```
 //! use grist::tensor::{DType, FeatureSpec, Values};
@@ -50,7 +53,7 @@ pub use grist_io as io;
 pub use grist_io::{Address, Storage};
 pub use grist_loader::{
     Access, Epochs, Error as LoadError, Loader, LoaderBuilder, LoaderState, MAX_THREADS,
-    RandomAccess, ShardMode, Stats, Threads, autotune,
+    RandomAccess, ShardMode, Stats, Threads,
 };
 pub use grist_ofrecord as ofrecord;
 pub use grist_tensor as tensor;
@@ -80,3 +83,8 @@ pub fn registry() -> Registry {
 pub fn loader() -> LoaderBuilder {
     LoaderBuilder::new().with_registry(registry())
 }
+
+/// The README's examples, run as doc tests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -188,13 +188,8 @@ fn tfrecord_framing_matches_locally_and_over_s3() {
     let remote = Remote::start();
     let format = grist::registry().get("tfrecord").unwrap();
     for case in corpus::cases("tfrecord") {
-        let tf = &case.expected["tfrecord"];
-        let want: Vec<&str> = tf["records"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["sha256"].as_str().unwrap())
-            .collect();
+        let tf = case.tfrecord();
+        let want: Vec<String> = case.records().into_iter().map(|(_, sha)| sha).collect();
         for place in [Place::Local, Place::S3(&remote)] {
             let what = format!("{} / {}", case.name, place.name());
             let (got, error) = records(&format, &place, &case.files);
@@ -202,7 +197,7 @@ fn tfrecord_framing_matches_locally_and_over_s3() {
             if tf["error"].is_null() {
                 assert_eq!(error, None, "{what}");
                 assert_eq!(got, want, "{what}");
-            } else if tf["compression"] == "NONE" {
+            } else if case.compression_name() == "NONE" {
                 assert!(error.is_some(), "{what}: no error");
                 assert_eq!(got, want, "{what}: the records before the error");
             } else {
@@ -225,16 +220,10 @@ fn avro_datums_match_locally_and_over_s3() {
     let format = grist::registry().get("avro").unwrap();
     let mut checked = 0;
     for case in corpus::cases("avro").into_iter().filter(Case::is_ok) {
-        let datums = &case.expected["avro"]["datums"];
-        if datums["outcome"] != "ok" {
+        let Some(datums) = case.datums() else {
             continue;
-        }
-        let want: Vec<&str> = datums["datums"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d["sha256"].as_str().unwrap())
-            .collect();
+        };
+        let want: Vec<String> = datums.into_iter().map(|(_, sha)| sha).collect();
         for place in [Place::Local, Place::S3(&remote)] {
             let what = format!("{} / {}", case.name, place.name());
             let (got, error) = records(&format, &place, &case.files);
@@ -253,31 +242,28 @@ fn avro_datums_match_locally_and_over_s3() {
 fn ffrecord_samples_match_locally_and_over_s3() {
     let remote = Remote::start();
     let format = grist::registry().get("ffrecord").unwrap();
-    for (name, case) in corpus::folder_cases("ffrecord") {
-        let input = corpus::root()
-            .join("ffrecord")
-            .join(case["input"].as_str().unwrap());
+    for case in corpus::folder_cases("ffrecord") {
+        let input = case.input();
         let files: Vec<PathBuf> = if input.is_dir() {
             grist::ffrecord::dataset_files(&input).unwrap()
         } else {
             vec![input]
         };
-        let want: Vec<&str> = case["samples"]
-            .as_array()
-            .unwrap()
+        let want: Vec<&str> = case
+            .samples()
             .iter()
             .map(|s| s["sha256"].as_str().unwrap())
             .collect();
         for place in [Place::Local, Place::S3(&remote)] {
-            let what = format!("{name} / {}", place.name());
+            let what = format!("{} / {}", case.name, place.name());
             let (got, error) = records(&format, &place, &files);
             let got: Vec<String> = got.iter().map(|r| sha256_hex(r)).collect();
-            if case["valid"] == true {
+            if case.valid() {
                 assert_eq!(error, None, "{what}");
                 assert_eq!(got, want, "{what}");
             } else {
                 let error = error.unwrap_or_else(|| panic!("{what}: no error"));
-                let file = case["error"]["file"].as_str().unwrap();
+                let file = case.expected["error"]["file"].as_str().unwrap();
                 assert!(error.contains(file), "{what}: {error}");
                 assert_eq!(got, want[..got.len()], "{what}");
             }
@@ -291,28 +277,26 @@ fn ffrecord_samples_match_locally_and_over_s3() {
 fn ofrecord_records_match_locally_and_over_s3() {
     let remote = Remote::start();
     let format = grist::registry().get("ofrecord").unwrap();
-    for (name, case) in corpus::folder_cases("ofrecord") {
-        let dir = corpus::root().join("ofrecord");
-        let parts = case["parts"].as_array().unwrap();
-        let files: Vec<PathBuf> = parts
-            .iter()
-            .map(|p| dir.join(p["file"].as_str().unwrap()))
-            .collect();
+    for case in corpus::folder_cases("ofrecord") {
+        let parts = case.parts();
+        let files: Vec<PathBuf> = parts.iter().map(|p| case.path(&p["file"])).collect();
         let want: Vec<String> = parts
             .iter()
             .flat_map(|p| p["records"].as_array().cloned().unwrap_or_default())
             .filter_map(|r| r["sha256"].as_str().map(str::to_string))
             .collect();
         for place in [Place::Local, Place::S3(&remote)] {
-            let what = format!("{name} / {}", place.name());
+            let what = format!("{} / {}", case.name, place.name());
             let (got, error) = records_decoded(&format, &place, &files, true);
             let got: Vec<String> = got.iter().map(|r| sha256_hex(r)).collect();
-            if case["valid"] == true {
+            if case.valid() {
                 assert_eq!(error, None, "{what}");
                 assert_eq!(got, want, "{what}");
             } else {
                 assert!(error.is_some(), "{what}: no error");
-                let before = case["records_readable_before_error"].as_u64().unwrap() as usize;
+                let before = case.expected["records_readable_before_error"]
+                    .as_u64()
+                    .unwrap() as usize;
                 assert_eq!(got.len(), before, "{what}: records before the error");
             }
         }

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use grist::{Epochs, LoaderBuilder};
-use grist_testkit::Fault;
+use grist_testkit::{Fault, chain};
 
 use crate::fixture::{KINDS, drain};
 use crate::support::Served;
@@ -88,16 +88,4 @@ fn a_persistent_fault_fails_clearly_in_bounded_time() {
         assert!(loader.next_batch().is_none(), "{kind:?}");
         faults.clear();
     }
-}
-
-/// An error and its causes, joined by ": ".
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut next = e.source();
-    while let Some(s) = next {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        next = s.source();
-    }
-    text
 }

@@ -71,3 +71,8 @@ pub use object::{LOCAL_COALESCE_GAP, Object, REMOTE_COALESCE_GAP, read_into};
 pub use pool::BufferPool;
 pub use storage::{Entry, MAX_BLOCK_SIZE, MIN_PART_SIZE, Meta, Retry, Storage};
 pub use writer::Writer;
+
+/// The README's examples, run as doc tests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -4,16 +4,16 @@
 use std::path::PathBuf;
 
 use grist_io::{Address, Storage};
-use grist_testkit::S3Server;
+use grist_testkit::{S3Server, corpus};
 
-fn corpus() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
+fn corpus_dir() -> Option<PathBuf> {
+    let dir = corpus::root();
     dir.is_dir().then_some(dir)
 }
 
 #[test]
 fn the_corpus_reads_the_same_over_s3() {
-    let Some(corpus) = corpus() else {
+    let Some(corpus) = corpus_dir() else {
         eprintln!("skipped: no ../shared/corpus beside the project");
         return;
     };

@@ -1,8 +1,9 @@
 //! Errors name what failed, and print each cause once.
 
 use grist_io::{Address, Error, Storage};
+use grist_testkit::chain;
 
-use crate::support::{at, chain};
+use crate::support::at;
 
 #[test]
 fn errors_name_the_path_as_given() {

@@ -5,8 +5,9 @@ use std::time::{Duration, Instant};
 
 use grist_io::{Error, Retry};
 use grist_testkit::Fault;
+use grist_testkit::chain;
 
-use crate::support::{Remote, chain, pattern};
+use crate::support::{Remote, pattern};
 
 #[test]
 fn answers_of_503_are_retried() {

@@ -3,6 +3,7 @@
 use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 
 use grist_io::{Access, Address, Error, Storage, read_into};
+use grist_testkit::dir_entries;
 
 use crate::support::{at, pattern};
 
@@ -243,15 +244,6 @@ fn stat_read_all_and_remove() {
     storage.remove(&f).unwrap();
 }
 
-fn names_in(dir: &std::path::Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
-    names
-}
-
 #[test]
 fn writes_appear_only_on_commit() {
     let dir = tempfile::tempdir().unwrap();
@@ -269,7 +261,7 @@ fn writes_appear_only_on_commit() {
     assert_eq!(&head, b"HEADER!!");
     assert_eq!(storage.stat(&addr).unwrap(), None);
     // Only the temporary sibling, hidden, exists.
-    let names = names_in(dir.path());
+    let names = dir_entries(dir.path());
     assert_eq!(names.len(), 1);
     assert!(names[0].starts_with(".out.ffrecord.tmp-"), "{names:?}");
     w.commit().unwrap();
@@ -277,7 +269,7 @@ fn writes_appear_only_on_commit() {
         std::fs::read(dir.path().join("out.ffrecord")).unwrap(),
         b"HEADER!!payload"
     );
-    assert_eq!(names_in(dir.path()), ["out.ffrecord"]);
+    assert_eq!(dir_entries(dir.path()), ["out.ffrecord"]);
 
     // A second commit replaces the file whole.
     let mut w = storage.create(&addr).unwrap();
@@ -296,5 +288,5 @@ fn a_dropped_writer_leaves_nothing() {
     let mut w = storage.create(&at(dir.path(), "out.avro")).unwrap();
     w.write_all(&pattern(100_000, 7)).unwrap();
     drop(w);
-    assert!(names_in(dir.path()).is_empty());
+    assert!(dir_entries(dir.path()).is_empty());
 }

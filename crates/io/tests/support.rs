@@ -57,15 +57,3 @@ impl Remote {
         self.server.root().join("data")
     }
 }
-
-/// The whole error chain, one link per line.
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut next = e.source();
-    while let Some(cause) = next {
-        text.push('\n');
-        text.push_str(&cause.to_string());
-        next = cause.source();
-    }
-    text
-}

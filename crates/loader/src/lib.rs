@@ -19,7 +19,7 @@
 //! * the consumer samples each batch's rows from a buffer of
 //!   `batch + shuffle_buffer` records over many chunks (block sampling);
 //! * the batch's rows are cut into contiguous parts, one per parse thread,
-//!   by a cost model calibrated online ([`autotune`]), which also picks
+//!   by a cost model calibrated online (`src/autotune.rs` explains it), which also picks
 //!   how many threads a batch gets; the loader's thread decodes the first
 //!   half of its part straight into the batch, and the rest is taken in
 //!   shrinking units by whichever thread is free, each decoded into its
@@ -81,9 +81,14 @@
 //! | TFRecord | stream of frame runs, or by number with `.idx` files | block sampling, or exact | chunks by byte offset (compressed: inflated, not parsed) |
 //! | FFRecord | by number | exact | everything |
 //! | OFRecord | stream, or by number (index built on first read) | exact when shuffling | chunks by byte offset |
+//!
+//! The crate has no Cargo features.
 #![deny(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+// The cost model's pieces: public for the integration tests
+// (tests/autotune.rs) only, hidden from the docs, not a stable API.
+#[doc(hidden)]
 pub mod autotune;
 mod decode;
 mod error;
@@ -107,3 +112,8 @@ pub use loader::{Loader, LoaderBuilder, MAX_THREADS};
 pub use options::{Epochs, ShardMode, Threads};
 pub use state::LoaderState;
 pub use stats::Stats;
+
+/// The README's examples, run as doc tests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -11,8 +11,8 @@ use crate::rng::{self, Purpose};
 pub enum Threads {
     /// Exactly this many (at least 1).
     Fixed(usize),
-    /// Chosen per batch by the cost model, up to the number of CPU cores
-    /// (see [`autotune`](crate::autotune)).
+    /// Chosen per batch by a cost model calibrated online from measured
+    /// decode times, up to the number of CPU cores.
     #[default]
     Autotune,
 }

@@ -5,21 +5,11 @@ use std::sync::Arc;
 
 use grist_loader::{Error, Loader, LoaderBuilder, ShardMode, Threads};
 use grist_tensor::{DType, ErrorKind, FeatureSpec, FormatError, RegistryError, SpecFile};
+use grist_testkit::chain;
 
 use crate::support::{Fixture, KINDS, Kind, ids, specs};
 
 /// Flips a byte `at` bytes before the end of `path`.
-/// The whole chain, as the CLI prints it (`{e:#}`: joined by ": ").
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        out = format!("{out}: {c}");
-        cause = c.source();
-    }
-    out
-}
-
 fn damage(path: &std::path::Path, from_end: usize) {
     let mut bytes = std::fs::read(path).unwrap();
     let at = bytes.len() - from_end;

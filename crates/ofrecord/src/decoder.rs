@@ -190,6 +190,7 @@ impl OfRecordDecoder {
                         PaddedBuilder::new(shape(&f.shape), pad).with_limits(self.limits),
                     )
                 }
+                _ => unreachable!("the plan refuses {} specs", spec.kind()),
             };
             b.push_column(spec.name(), Section::Features, builder);
         }
@@ -456,6 +457,11 @@ fn append(rec: &[u8], f: &FeatureRef, values: &mut Values) -> Result<usize, Wire
         Values::Float64(v) => wire::read_values(rec, f, v),
         Values::String(v) => wire::read_values(rec, f, v),
         Values::Bool(v) => wire::read_values(rec, f, v),
+        // The plan refuses dtypes without an OFRecord list.
+        _ => Err(WireError {
+            reason: "values of a dtype no OFRecord list holds",
+            offset: 0,
+        }),
     }
 }
 

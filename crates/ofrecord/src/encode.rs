@@ -130,7 +130,8 @@ impl RecordBuilder {
         self.with_feature(name, &FeatureValue::Int64(values.into_iter().collect()))
     }
 
-    /// The OFRecord message.
+    /// The OFRecord message (prost's type: hidden, see [`crate::proto`]).
+    #[doc(hidden)]
     pub fn build(self) -> proto::OfRecord {
         proto::OfRecord {
             feature: self.features,
@@ -151,7 +152,7 @@ impl RecordBuilder {
 /// A feature holding `values[range]`, as the list of its dtype: int32,
 /// int64, float32, float64 and string become int32, int64, float, double
 /// and bytes lists; bools become an int32 list of 0 and 1.
-fn list_of(values: &Values, range: std::ops::Range<usize>) -> proto::Feature {
+fn list_of(name: &str, values: &Values, range: std::ops::Range<usize>) -> Result<proto::Feature> {
     let kind = match values {
         Values::Int32(v) => Kind::Int32List(proto::Int32List {
             value: v[range].to_vec(),
@@ -173,8 +174,14 @@ fn list_of(values: &Values, range: std::ops::Range<usize>) -> proto::Feature {
                 .map(|i| Bytes::copy_from_slice(s.get(i).unwrap_or_default()))
                 .collect(),
         }),
+        other => {
+            return Err(unfit(
+                name,
+                format!("no OFRecord list holds {} values", other.dtype()),
+            ));
+        }
     };
-    proto::Feature { kind: Some(kind) }
+    Ok(proto::Feature { kind: Some(kind) })
 }
 
 fn unfit(name: &str, reason: impl Into<String>) -> Error {
@@ -219,13 +226,20 @@ fn rows_of_coo(indices: &[i64], rank: usize, rows: usize) -> Result<Vec<std::ops
 /// row-limit or value-rowid partitions, which this writer does not write.
 ///
 /// ```
-/// use grist_ofrecord::{OfRecordDecoder, encode_batch};
-/// use grist_tensor::synth::{prod19, prod19_example_specs};
+/// use grist_ofrecord::{OfRecordDecoder, RecordBuilder, encode_batch};
+/// use grist_tensor::{DType, FeatureSpec};
 ///
-/// let specs = prod19_example_specs();
-/// let batch = prod19(8, 42);
-/// let records = encode_batch(&batch, &specs)?;
+/// let specs = [
+///     FeatureSpec::dense("label", DType::Int64, []),
+///     FeatureSpec::varlen("x", DType::Float32),
+/// ];
 /// let mut decoder = OfRecordDecoder::new(&specs)?;
+/// let written: Vec<Vec<u8>> = (0..4)
+///     .map(|i| RecordBuilder::new().with_int64s("label", [i]).with_floats("x", vec![0.5; i as usize]).encode())
+///     .collect();
+/// let batch = decoder.decode_batch(&"mem".into(), 0, written.iter().map(|r| &r[..]))?;
+///
+/// let records = encode_batch(&batch, &specs)?;
 /// let back = decoder.decode_batch(&"mem".into(), 0, records.iter().map(|r| &r[..]))?;
 /// assert_eq!(back, batch);
 /// # Ok::<(), grist_ofrecord::Error>(())
@@ -244,7 +258,7 @@ pub fn encode_batch(batch: &Batch, specs: &[FeatureSpec]) -> Result<Vec<Vec<u8>>
                 for (r, rec) in records.iter_mut().enumerate() {
                     rec.insert(
                         name.into(),
-                        list_of(&d.values, r * row_len..(r + 1) * row_len),
+                        list_of(name, &d.values, r * row_len..(r + 1) * row_len)?,
                     );
                 }
             }
@@ -252,7 +266,7 @@ pub fn encode_batch(batch: &Batch, specs: &[FeatureSpec]) -> Result<Vec<Vec<u8>>
                 let ranges = rows_of_coo(&s.indices, s.rank(), rows)
                     .map_err(|_| unfit(name, "sparse indices are not sorted by batch row"))?;
                 for (rec, range) in records.iter_mut().zip(ranges) {
-                    rec.insert(name.into(), list_of(&s.values, range));
+                    rec.insert(name.into(), list_of(name, &s.values, range)?);
                 }
             }
             (FeatureSpec::Sparse(sp), Tensor::Sparse(s)) => {
@@ -279,7 +293,7 @@ pub fn encode_batch(batch: &Batch, specs: &[FeatureSpec]) -> Result<Vec<Vec<u8>>
                             },
                         );
                     }
-                    rec.insert(value_key.clone(), list_of(&s.values, range));
+                    rec.insert(value_key.clone(), list_of(name, &s.values, range)?);
                 }
             }
             (FeatureSpec::Ragged(rs), Tensor::Ragged(t)) => {
@@ -313,7 +327,7 @@ pub fn encode_batch(batch: &Batch, specs: &[FeatureSpec]) -> Result<Vec<Vec<u8>>
                     };
                     rec.insert(
                         rs.value_key().into(),
-                        list_of(&t.flat_values.values, a * inner..b * inner),
+                        list_of(name, &t.flat_values.values, a * inner..b * inner)?,
                     );
                 }
             }

@@ -227,6 +227,10 @@ impl Error {
     /// are `record_too_large`, `missing_part`, `bad_dataset`,
     /// `dataset_exists`, `too_few_parts`, `bad_rank`, `spec`, `batch`,
     /// `out_of_range` and `io`.
+    ///
+    /// For the corpus tests and the fuzz targets: hidden from the docs, not
+    /// a stable API.
+    #[doc(hidden)]
     pub fn manifest_kind(&self) -> &'static str {
         match self {
             Error::TruncatedLength { .. } | Error::TruncatedPayload { .. } => "truncated",

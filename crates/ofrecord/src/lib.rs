@@ -71,11 +71,18 @@
 //! | `OFRecordRawDecoder` | [`RawSpec`] |
 //! | `OFRecordBytesDecoder` | [`BytesSpec`] |
 //! | image decoders | not provided: decode the bytes with [`BytesSpec`] |
+//!
+//! The crate has no Cargo features.
 #![deny(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
 /// The prost-generated OFRecord protobuf types (`oneflow.OFRecord`, ...),
 /// used for writing and as a reference; the read path does not use them.
+///
+/// Public for grist's differential tests and fuzz targets only: hidden from
+/// the docs and not part of the stable API, since their trait impls are
+/// prost's (whose version grist may change in any release).
+#[doc(hidden)]
 #[allow(missing_docs, unreachable_pub, clippy::all)]
 pub mod proto {
     include!(concat!(env!("OUT_DIR"), "/oneflow.rs"));
@@ -104,7 +111,11 @@ pub use dataset::{
 };
 pub use decoder::OfRecordDecoder;
 pub use encode::{RecordBuilder, encode_batch};
-pub use error::{Error, Result, problem_manifest_kind};
+pub use error::{Error, Result};
+// The corpus manifests' names of feature problems, for the corpus tests:
+// hidden from the docs, not a stable API.
+#[doc(hidden)]
+pub use error::problem_manifest_kind;
 pub use format::OfRecordFormat;
 pub use framing::{
     Decoded, Frame, FrameDecoder, LENGTH_PREFIX, RawRecord, ReaderOptions, RecordReader,
@@ -115,3 +126,8 @@ pub use record::{FeatureValue, MAX_INLINE_BYTES, Record};
 pub use source::{OfRecordSource, OfStream};
 pub use wire::ListKind;
 pub use writer::{DatasetSummary, DatasetWriter, RecordWriter};
+
+/// The README's examples, run as doc tests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -386,15 +386,16 @@ fn unsupported(spec: &FeatureSpec, reason: impl Into<String>) -> TensorError {
     }
 }
 
-/// The list a feature of `dtype` is read from.
-pub(crate) fn list_for(dtype: DType) -> ListKind {
-    match dtype {
+/// The list a feature of `dtype` is read from, if any.
+pub(crate) fn list_for(dtype: DType) -> Option<ListKind> {
+    Some(match dtype {
         DType::Int32 | DType::Bool => ListKind::Int32,
         DType::Int64 => ListKind::Int64,
         DType::Float32 => ListKind::Float,
         DType::Float64 => ListKind::Double,
         DType::String => ListKind::Bytes,
-    }
+        _ => return None,
+    })
 }
 
 fn fixed_shape(name: &str, shape: &[i64]) -> Result<Vec<usize>, TensorError> {
@@ -466,7 +467,12 @@ fn column(field: &Field, keys: &mut Keys) -> Result<Col, TensorError> {
         Field::Spec(spec) => spec,
     };
     let name = spec.name();
-    let kind = list_for(spec.dtype());
+    let Some(kind) = list_for(spec.dtype()) else {
+        return Err(unsupported(
+            spec,
+            format!("dtype {}: no OFRecord list holds it", spec.dtype()),
+        ));
+    };
     Ok(match spec {
         FeatureSpec::Dense(d) => {
             let shape = fixed_shape(name, &d.shape)?;
@@ -552,6 +558,7 @@ fn column(field: &Field, keys: &mut Keys) -> Result<Col, TensorError> {
                 item_len,
             }
         }
+        _ => return Err(unsupported(spec, "not a kind of spec OFRecord reads")),
     })
 }
 

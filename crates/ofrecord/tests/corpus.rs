@@ -9,9 +9,10 @@ use grist_ofrecord::{
 };
 use grist_tensor::RecordSource;
 use grist_tensor::json::compare_json;
+use grist_testkit::corpus::{self, FolderCase, sha256_hex};
 use serde_json::Value;
 
-use crate::support::{Case, cases, sha256_hex};
+use crate::support::OfCase;
 
 /// One record as read.
 #[derive(Debug)]
@@ -27,7 +28,7 @@ struct Seen {
 
 /// What reading a whole case gives: every record that frames, and the
 /// framing error that ended the reading, if any.
-fn read(case: &Case) -> (Vec<Seen>, Option<Error>) {
+fn read(case: &FolderCase) -> (Vec<Seen>, Option<Error>) {
     let ds = case
         .dataset()
         .unwrap_or_else(|e| panic!("{}: {e}", case.name));
@@ -53,7 +54,7 @@ fn read(case: &Case) -> (Vec<Seen>, Option<Error>) {
     }
 }
 
-fn check_record(case: &Case, expected: &Value, seen: &Seen) {
+fn check_record(case: &FolderCase, expected: &Value, seen: &Seen) {
     let what = format!("{} record {}", case.name, seen.global_index);
     assert_eq!(expected["global_index"], seen.global_index, "{what}");
     assert_eq!(expected["index_in_part"], seen.index_in_part, "{what}");
@@ -94,7 +95,7 @@ fn check_record(case: &Case, expected: &Value, seen: &Seen) {
 
 #[test]
 fn every_case_reads_as_its_manifest_says() {
-    for case in cases() {
+    for case in corpus::folder_cases("ofrecord") {
         let (seen, framing) = read(&case);
         let expected = case.records();
         assert_eq!(
@@ -126,14 +127,14 @@ fn every_case_reads_as_its_manifest_says() {
         };
         if case.valid() {
             assert!(first.is_none(), "{}: {first:?}", case.name);
-            assert_eq!(case.json["record_count"], seen.len(), "{}", case.name);
+            assert_eq!(case.expected["record_count"], seen.len(), "{}", case.name);
             continue;
         }
         if case.lenient() && first.is_none() {
             continue;
         }
         let (record, err) = first.unwrap_or_else(|| panic!("{}: no error", case.name));
-        let want = &case.json["error"];
+        let want = &case.expected["error"];
         let at = err.location().expect("data errors have a location");
         assert_eq!(want["kind"], err.manifest_kind(), "{}: {err}", case.name);
         assert_eq!(want["record"], record, "{}: {err}", case.name);
@@ -151,7 +152,7 @@ fn every_case_reads_as_its_manifest_says() {
         );
         let before = seen.iter().take_while(|s| s.parsed.is_ok()).count();
         assert_eq!(
-            case.json["records_readable_before_error"], before,
+            case.expected["records_readable_before_error"], before,
             "{}",
             case.name
         );
@@ -183,13 +184,9 @@ fn every_case_reads_as_its_manifest_says() {
 
 #[test]
 fn parts_are_found_in_numeric_order_and_match_the_manifest() {
-    for case in cases() {
+    for case in corpus::folder_cases("ofrecord") {
         let ds = case.dataset().unwrap();
-        let want: Vec<_> = case
-            .parts()
-            .iter()
-            .map(|p| case.path(p["file"].as_str().unwrap()))
-            .collect();
+        let want: Vec<_> = case.parts().iter().map(|p| case.path(&p["file"])).collect();
         let got: Vec<_> = ds.parts().iter().map(|p| p.path.clone()).collect();
         assert_eq!(got, want, "{}", case.name);
         for (p, path) in case.parts().iter().zip(&got) {
@@ -217,8 +214,8 @@ fn parts_are_found_in_numeric_order_and_match_the_manifest() {
 
 #[test]
 fn a_missing_part_is_an_error_naming_it() {
-    let case = crate::support::case("multi_part");
-    let opts = &case.json["reader_options"];
+    let case = corpus::folder_case("ofrecord", "multi_part");
+    let opts = &case.expected["reader_options"];
     let parts = opts["data_part_num"].as_u64().unwrap() as usize;
     match Dataset::open(case.dataset_dir(), parts + 1, &case.naming()) {
         Err(Error::MissingPart { file, part }) => {
@@ -233,7 +230,7 @@ fn a_missing_part_is_an_error_naming_it() {
 /// any chunk size.
 #[test]
 fn chunks_hold_the_same_records() {
-    for case in cases() {
+    for case in corpus::folder_cases("ofrecord") {
         let (seen, framing) = read(&case);
         let ds = case.dataset().unwrap();
         for chunk_bytes in [16, 100, 4 << 20] {
@@ -276,8 +273,8 @@ fn chunks_hold_the_same_records() {
 #[test]
 fn parts_are_split_across_ranks_as_oneflow_splits_them() {
     let mut checked = 0;
-    for case in cases() {
-        let Some(sharding) = case.json["sharding"].as_object() else {
+    for case in corpus::folder_cases("ofrecord") {
+        let Some(sharding) = case.expected["sharding"].as_object() else {
             continue;
         };
         let ds = case.dataset().unwrap();
@@ -309,7 +306,10 @@ fn parts_are_split_across_ranks_as_oneflow_splits_them() {
 /// of the records, together all of them in order.
 #[test]
 fn records_are_split_across_more_ranks_than_parts() {
-    for case in cases().into_iter().filter(|c| c.valid()) {
+    for case in corpus::folder_cases("ofrecord")
+        .into_iter()
+        .filter(|c| c.valid())
+    {
         let ds = case.dataset().unwrap();
         let all: Vec<Vec<u8>> = read(&case).0.into_iter().map(|s| s.payload).collect();
         let n = all.len() as u64;

@@ -6,14 +6,18 @@ use base64::Engine as _;
 use grist_ofrecord::{Error, Field, OfRecordDecoder, OfRecordSource};
 use grist_tensor::json::{compare_json, values_to_json};
 use grist_tensor::{Decoder, RecordSource, Tensor, Values};
+use grist_testkit::corpus::{self, FolderCase};
 use serde_json::{Value, json};
 
-use crate::support::{Case, cases};
+use crate::support::OfCase;
 
 /// Decodes every record of `case` with `fields` into one batch, through
 /// the chunk source and the `Decoder` trait. On error: the error and the
 /// global number of the failing record.
-fn decode_all(case: &Case, fields: &[Field]) -> Result<grist_tensor::Batch, Box<(Error, u64)>> {
+fn decode_all(
+    case: &FolderCase,
+    fields: &[Field],
+) -> Result<grist_tensor::Batch, Box<(Error, u64)>> {
     let ds = case.dataset().unwrap();
     let mut decoder = OfRecordDecoder::with_fields(fields).unwrap();
     let mut source = OfRecordSource::new(&ds).with_chunk_bytes(64);
@@ -74,7 +78,7 @@ fn rows_of(t: &Tensor) -> Value {
 #[test]
 fn every_decoder_run_gives_oneflows_result() {
     let mut runs = 0;
-    for case in cases() {
+    for case in corpus::folder_cases("ofrecord") {
         for run in case.decoder_runs() {
             runs += 1;
             let what = format!("{}: {run}", case.name);

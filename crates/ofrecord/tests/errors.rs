@@ -2,36 +2,24 @@
 
 use grist_ofrecord::{Error, ReaderOptions, RecordReader};
 use grist_tensor::{BoxError, ErrorKind, FormatError};
-
-use crate::support::ofrecord_dir;
-
-/// The whole chain, as the CLI prints it (`{e:#}`: joined by ": ").
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        out = format!("{out}: {c}");
-        cause = c.source();
-    }
-    out
-}
+use grist_testkit::{assert_missing_said_once, corpus};
 
 #[test]
 fn a_missing_file_is_said_once() {
-    let missing = ofrecord_dir().join("no_such_dataset/part-00000");
+    let missing = corpus::root()
+        .join("ofrecord")
+        .join("no_such_dataset/part-00000");
     let err = RecordReader::open(&missing, ReaderOptions::default()).unwrap_err();
     assert!(matches!(err, Error::Storage(_)), "{err:?}");
     assert_eq!(FormatError::kind(&err), ErrorKind::Io);
-    assert_eq!(
-        chain(&err),
-        format!("{}: not found", missing.display()),
-        "the path once, what is wrong once"
-    );
+    assert_missing_said_once(&err, &missing);
 }
 
 #[test]
 fn a_corrupt_record_names_its_file_and_record() {
-    let path = ofrecord_dir().join("truncated_payload/part-00000");
+    let path = corpus::root()
+        .join("ofrecord")
+        .join("truncated_payload/part-00000");
     let mut reader = RecordReader::open(&path, ReaderOptions::default()).unwrap();
     let err = loop {
         match reader.next_record() {

@@ -12,8 +12,7 @@ use grist_ofrecord::{
 };
 use grist_tensor::json::batch_to_json;
 use grist_tensor::{DType, FeatureSpec};
-
-use crate::support::{Case, cases};
+use grist_testkit::corpus::{self, FolderCase};
 
 /// Files and records above this size are cut at a stride (plus their
 /// first and last bytes) where a step copies the prefix.
@@ -47,9 +46,12 @@ fn frames(part: &serde_json::Value) -> Vec<(usize, usize)> {
 #[test]
 fn every_prefix_of_every_good_part_frames_or_names_the_cut_record() {
     let mut tried = 0usize;
-    for case in cases().into_iter().filter(|c| c.valid()) {
+    for case in corpus::folder_cases("ofrecord")
+        .into_iter()
+        .filter(|c| c.valid())
+    {
         for part in case.parts() {
-            let data = std::fs::read(case.path(part["file"].as_str().unwrap())).unwrap();
+            let data = std::fs::read(case.path(&part["file"])).unwrap();
             let want = frames(part);
             // The sans-I/O decoder: every prefix, whatever the size.
             for cut in 0..=data.len() {
@@ -118,7 +120,7 @@ fn every_prefix_of_every_good_part_frames_or_names_the_cut_record() {
 /// Fields reading every feature the case's records hold: a varlen spec of
 /// its dtype, or (with `oneflow`) OneFlow's raw decoder for numeric lists
 /// and the bytes decoder for bytes lists.
-fn fields_for(case: &Case, oneflow: bool) -> Vec<Field> {
+fn fields_for(case: &FolderCase, oneflow: bool) -> Vec<Field> {
     let mut kinds: BTreeMap<String, String> = BTreeMap::new();
     for r in case.records() {
         if let Some(features) = r["features"].as_object() {
@@ -153,7 +155,10 @@ fn fields_for(case: &Case, oneflow: bool) -> Vec<Field> {
 fn every_prefix_of_every_record_parses_or_names_the_record() {
     let file: Arc<str> = "prefix".into();
     let mut tried = 0usize;
-    for case in cases().into_iter().filter(|c| c.valid()) {
+    for case in corpus::folder_cases("ofrecord")
+        .into_iter()
+        .filter(|c| c.valid())
+    {
         let mut decoders: Vec<OfRecordDecoder> =
             [fields_for(&case, false), fields_for(&case, true)]
                 .into_iter()
@@ -165,7 +170,7 @@ fn every_prefix_of_every_record_parses_or_names_the_record() {
                 .map(|fields| OfRecordDecoder::with_fields(&fields).unwrap())
                 .collect();
         for part in case.parts() {
-            let data = std::fs::read(case.path(part["file"].as_str().unwrap())).unwrap();
+            let data = std::fs::read(case.path(&part["file"])).unwrap();
             for (i, (offset, len)) in frames(part).into_iter().enumerate() {
                 let payload = &data[offset + 8..offset + len];
                 let at = Location::record(file.clone(), i as u64).with_offset(offset as u64);

@@ -8,8 +8,9 @@ use grist_ofrecord::{
 };
 use grist_tensor::synth::{prod19, prod19_example_specs};
 use grist_tensor::{DType, FeatureSpec, Partition, RaggedSpec, Values};
+use grist_testkit::corpus::{self, sha256_hex};
 
-use crate::support::{cases, sha256_hex};
+use crate::support::OfCase;
 
 /// Every valid case written by a protobuf library's canonical serializer
 /// (all but the hand-made `wire_variants*`) comes out of `Record::encode`
@@ -17,7 +18,10 @@ use crate::support::{cases, sha256_hex};
 #[test]
 fn canonical_cases_are_rebuilt_byte_for_byte() {
     let mut rebuilt = 0;
-    for case in cases().into_iter().filter(|c| c.valid()) {
+    for case in corpus::folder_cases("ofrecord")
+        .into_iter()
+        .filter(|c| c.valid())
+    {
         let canonical = !case.name.starts_with("wire_variants");
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("ds");
@@ -32,7 +36,7 @@ fn canonical_cases_are_rebuilt_byte_for_byte() {
                     Ok(record) => record.encode(),
                     // Summarized (large) values: take the stored payload.
                     Err(_) => {
-                        let path = case.path(part["file"].as_str().unwrap());
+                        let path = case.path(&part["file"]);
                         let file = fs::read(path).unwrap();
                         let at = r["offset"].as_u64().unwrap() as usize + 8;
                         file[at..at + r["len"].as_u64().unwrap() as usize].to_vec()

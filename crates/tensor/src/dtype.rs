@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 /// arbitrary bytes, as `tf.string` does).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum DType {
     /// `bool`.
     Bool,

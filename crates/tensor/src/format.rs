@@ -14,7 +14,7 @@
 //!   several at once, with neighbours read together;
 //! * a [`Decoder`], compiled once from the feature specs, that decodes a
 //!   chunk's rows (or records read by number) into a
-//!   [`BatchBuilder`](crate::BatchBuilder), and does a chunk's deferred
+//!   [`BatchBuilder`], and does a chunk's deferred
 //!   work on the thread that decodes it;
 //! * a [`Records`] iterator: each record's bytes and a generic JSON
 //!   decoding of it (`grist cat --raw/--records`, `grist inspect`).

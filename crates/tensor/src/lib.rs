@@ -27,6 +27,30 @@
 //! assert_eq!(grist_tensor::json::batch_to_json(&batch)["records"], 3);
 //! ```
 //!
+//! # The format contract
+//!
+//! Each format crate implements [`Format`]: the loader, the CLI and
+//! conversion hold formats as `Arc<dyn Format>` (found by a [`Registry`])
+//! and know no format crate. Through it they get, for a file:
+//!
+//! * a [`ChunkStream`]: the file's chunks from any chunk boundary
+//!   ([`ChunkPos`], what a saved loader state holds), each read into a
+//!   pooled buffer, with work that can run in parallel (inflating a
+//!   compressed block, checking data CRCs) left undone when the options
+//!   ask for it ([`Chunk::deferred`]);
+//! * for the formats that can, a [`ByNumber`] reader: records by number,
+//!   several at once, with neighbours read together;
+//! * a [`Decoder`], compiled once from the feature specs, that decodes a
+//!   chunk's rows (or records read by number) into a [`BatchBuilder`],
+//!   and does a chunk's deferred work on the thread that decodes it;
+//! * a [`Records`] iterator: each record's bytes and a generic JSON
+//!   decoding of it (`grist cat --raw/--records`, `grist inspect`).
+//!
+//! Errors cross the contract as [`BoxError`]s, which answer
+//! [`location`](FormatError::location) whatever the format.
+//!
+//! # Cargo features
+//!
 //! | Cargo feature | default | what it adds |
 //! |---|---|---|
 //! | `ndarray` | off | `DenseTensor::to_ndarray` |
@@ -35,24 +59,43 @@
 #![deny(unsafe_code)]
 
 mod builder;
-pub mod chunking;
 mod dtype;
 mod error;
-pub mod format;
+mod format;
 mod gather;
 pub mod json;
-pub mod le;
 mod limits;
 mod location;
 #[cfg(feature = "ndarray")]
 mod ndarray;
 mod prefetch;
 mod registry;
-pub mod report;
 mod source;
 mod spec;
-pub mod synth;
 mod tensor;
+
+// Shared internals of grist's format crates, benches and CLI: public so
+// that those crates can reach them, hidden from the docs, and not part of
+// the stable API (they change with the crates that use them).
+//
+// - `chunking`: the windows and frame cutters of the TFRecord, OFRecord
+//   and Avro chunk streams;
+// - `le`: bulk little-endian copies of every format's number lists;
+// - `varint`: Avro's zig-zag varints (grist-avro-tensor);
+// - `wire`: the protobuf wire primitives of tf.Example and OFRecord;
+// - `report`: the pieces of every format's `inspect` / `verify` reports
+//   (and the CLI's numbers);
+// - `synth`: the seeded synthetic data of `grist gen` / `grist demo`,
+//   the benches and the writers' tests.
+#[doc(hidden)]
+pub mod chunking;
+#[doc(hidden)]
+pub mod le;
+#[doc(hidden)]
+pub mod report;
+#[doc(hidden)]
+pub mod synth;
+#[doc(hidden)]
 pub mod varint;
 #[doc(hidden)]
 pub mod wire;
@@ -68,6 +111,9 @@ pub use format::{
     InspectOptions, Maps, NameMatch, RandomAccess, RawRecord, ReadOptions, Record, RecordOptions,
     Records, Report, Verified, VerifyFailure,
 };
+// Helpers of the format crates' record-by-number reads (gather) and hot
+// loops (prefetch); hidden for the same reason as the modules above.
+#[doc(hidden)]
 pub use gather::{FramedFile, FramedFiles, within_waste, within_waste_remote};
 /// How file bytes are fetched (read calls, or memory maps behind an
 /// `unsafe` promise); see [`grist_io::Access`].
@@ -76,6 +122,7 @@ pub use limits::Limits;
 pub use location::{BoxError, ErrorKind, FeatureProblem, FormatError, Location, StorageError};
 #[cfg(feature = "ndarray")]
 pub use ndarray::Element;
+#[doc(hidden)]
 pub use prefetch::{PREFETCH_FAR, PREFETCH_NEAR, prefetch_ahead, warm};
 pub use registry::{Registry, RegistryError, SNIFF_BYTES};
 pub use source::{Chunk, MAX_IO_BUFFER, RecordLayout, RecordSource};
@@ -86,3 +133,8 @@ pub use spec::{
 pub use tensor::{
     Batch, Column, DenseTensor, RaggedTensor, Section, SparseTensor, StringValues, Tensor, Values,
 };
+
+/// The README's examples, run as doc tests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -436,8 +436,8 @@ pub trait FormatError: std::error::Error + Send + Sync + 'static {
     fn kind(&self) -> ErrorKind;
 }
 
-/// A format's error behind the shared contract (the traits of
-/// [`crate::format`]).
+/// A format's error behind the shared contract ([`Format`](crate::Format)
+/// and the traits it hands out).
 pub type BoxError = Box<dyn FormatError>;
 
 impl dyn FormatError {

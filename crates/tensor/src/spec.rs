@@ -25,6 +25,7 @@ use crate::{DType, Values};
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum FeatureSpec {
     /// A fixed-shape dense tensor per record (`FixedLenFeature`, ATDS
     /// `DenseFeature`).

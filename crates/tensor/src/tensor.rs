@@ -121,6 +121,7 @@ impl<'a> FromIterator<&'a [u8]> for StringValues {
 
 /// A flat list of values of one [`DType`].
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Values {
     /// `bool` values.
     Bool(Vec<bool>),
@@ -345,6 +346,7 @@ impl RaggedTensor {
 
 /// A tensor of any layout.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Tensor {
     /// Dense.
     Dense(DenseTensor),

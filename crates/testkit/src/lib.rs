@@ -1,7 +1,13 @@
-//! Dev-only test support for grist: the shared golden corpus
-//! ([`corpus`]: its manifests, and the corpus served over S3), and an
-//! S3-compatible server on the loopback interface, with fault injection,
-//! for the tests and benchmarks of every grist crate.
+//! Dev-only test support for grist, the one home of what every crate's
+//! tests share: the golden corpus ([`corpus`]: its manifests' cases and
+//! their TFRecord and Avro views, the FFRecord and OFRecord folder cases,
+//! and the corpus served over S3), an error's cause chain as text
+//! ([`chain`]), temporary folders ([`temp_dir`]), and an S3-compatible
+//! server on the loopback interface, with fault injection, for the tests
+//! and benchmarks of every grist crate.
+//!
+//! It depends on no grist crate but `grist-io`, so that every crate can
+//! take it as a dev-dependency without a cycle through its own library.
 //!
 //! [`S3Server`] serves a folder (each subfolder is a bucket) with `s3s` and
 //! `s3s-fs`, on its own tokio runtime thread, behind static credentials.
@@ -28,6 +34,8 @@
 pub mod corpus;
 mod faults;
 mod server;
+mod util;
 
 pub use faults::{Counts, Fault, Faults};
 pub use server::{ACCESS_KEY, REGION, S3Server, S3ServerBuilder, SECRET_KEY};
+pub use util::{assert_missing_said_once, chain, dir_entries, temp_dir};

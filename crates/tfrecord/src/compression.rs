@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 /// is compressed, as TensorFlow's `TFRecordOptions(compression_type=...)`
 /// does.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Compression {
     /// Plain frames (`compression_type=''`).
     #[default]

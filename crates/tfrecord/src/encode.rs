@@ -93,7 +93,7 @@ impl ExampleBuilder {
     }
 
     /// The Example message.
-    pub fn build(self) -> proto::Example {
+    fn build(self) -> proto::Example {
         proto::Example {
             features: Some(proto::Features {
                 feature: self.features,
@@ -107,16 +107,29 @@ impl ExampleBuilder {
     }
 }
 
-/// A feature list holding `values[range]` of a value list.
-fn feature_of(values: &Values, range: std::ops::Range<usize>) -> proto::Feature {
-    match values {
+/// A feature list holding `values[range]` of a value list (of feature
+/// `name`).
+fn feature_of(
+    name: &str,
+    values: &Values,
+    range: std::ops::Range<usize>,
+) -> Result<proto::Feature> {
+    Ok(match values {
         Values::Int64(v) => int64_feature(v[range].iter().copied()),
         Values::Int32(v) => int64_feature(v[range].iter().map(|&x| x as i64)),
         Values::Bool(v) => int64_feature(v[range].iter().map(|&x| x as i64)),
         Values::Float32(v) => float_feature(v[range].iter().copied()),
         Values::Float64(v) => float_feature(v[range].iter().map(|&x| x as f32)),
         Values::String(s) => bytes_feature(range.map(|i| s.get(i).unwrap_or_default())),
-    }
+        other => {
+            return Err(Error::Spec(TensorError::Unsupported {
+                what: format!(
+                    "feature {name}: tf.Example cannot hold {} values",
+                    other.dtype()
+                ),
+            }));
+        }
+    })
 }
 
 fn mismatch(name: &str, reason: impl Into<String>) -> Error {
@@ -227,7 +240,7 @@ fn encode_column(
             for (r, features) in out.iter_mut().enumerate() {
                 features.insert(
                     name.to_string(),
-                    feature_of(&d.values, r * row_len..(r + 1) * row_len),
+                    feature_of(name, &d.values, r * row_len..(r + 1) * row_len)?,
                 );
             }
         }
@@ -236,7 +249,7 @@ fn encode_column(
                 .into_iter()
                 .enumerate()
             {
-                out[r].insert(name.to_string(), feature_of(&s.values, range));
+                out[r].insert(name.to_string(), feature_of(name, &s.values, range)?);
             }
         }
         (FeatureSpec::Sparse(sp), Tensor::Sparse(s)) => {
@@ -252,7 +265,7 @@ fn encode_column(
                     let ids = range.clone().map(|i| s.indices[i * rank + 1 + k]);
                     out[r].insert(key.clone(), int64_feature(ids));
                 }
-                out[r].insert(value_key.clone(), feature_of(&s.values, range));
+                out[r].insert(value_key.clone(), feature_of(name, &s.values, range)?);
             }
         }
         (FeatureSpec::Ragged(rs), Tensor::Ragged(t)) => {
@@ -279,9 +292,10 @@ fn encode_column(
                 features.insert(
                     rs.value_key().to_string(),
                     feature_of(
+                        name,
                         &t.flat_values.values,
                         values.start * inner..values.end * inner,
-                    ),
+                    )?,
                 );
                 for &(level, p) in &keyed {
                     let rows_here = ranges[level].clone();
@@ -350,6 +364,7 @@ fn layout(t: &Tensor) -> &'static str {
         Tensor::Dense(_) => "dense",
         Tensor::Sparse(_) => "sparse",
         Tensor::Ragged(_) => "ragged",
+        _ => "another",
     }
 }
 
@@ -410,8 +425,10 @@ pub fn encode_batch(batch: &Batch, spec: &SpecFile) -> Result<Vec<Vec<u8>>> {
                     let steps = lengths.get(r).copied().unwrap_or(0).max(0) as usize;
                     let base = r * max_steps * item;
                     let feature = (0..steps.min(max_steps))
-                        .map(|t| feature_of(&d.values, base + t * item..base + (t + 1) * item))
-                        .collect();
+                        .map(|t| {
+                            feature_of(name, &d.values, base + t * item..base + (t + 1) * item)
+                        })
+                        .collect::<Result<_>>()?;
                     list.insert(name.to_string(), proto::FeatureList { feature });
                 }
             }
@@ -433,7 +450,7 @@ pub fn encode_batch(batch: &Batch, spec: &SpecFile) -> Result<Vec<Vec<u8>>> {
                         while at < range.end && sp.indices[at * 3 + 1] == t as i64 {
                             at += 1;
                         }
-                        feature.push(feature_of(&sp.values, start..at));
+                        feature.push(feature_of(name, &sp.values, start..at)?);
                     }
                     if steps > 0 {
                         lists[r].insert(name.to_string(), proto::FeatureList { feature });
@@ -449,9 +466,9 @@ pub fn encode_batch(batch: &Batch, spec: &SpecFile) -> Result<Vec<Vec<u8>>> {
                     let feature = steps
                         .map(|i| {
                             let (a, b) = (inner[i].max(0) as usize, inner[i + 1].max(0) as usize);
-                            feature_of(&t.flat_values.values, a..b)
+                            feature_of(name, &t.flat_values.values, a..b)
                         })
-                        .collect();
+                        .collect::<Result<_>>()?;
                     list.insert(name.to_string(), proto::FeatureList { feature });
                 }
             }

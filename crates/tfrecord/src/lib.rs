@@ -57,6 +57,11 @@
 mod error;
 /// The prost-generated TensorFlow protobuf types (`tf.train.Example`, ...),
 /// used for writing and as a reference; the read path does not use them.
+///
+/// Public for grist's differential tests and fuzz targets only: hidden from
+/// the docs and not part of the stable API, since their trait impls are
+/// prost's (whose version grist may change in any release).
+#[doc(hidden)]
 #[allow(missing_docs, unreachable_pub, clippy::all)]
 pub mod proto {
     include!(concat!(env!("OUT_DIR"), "/tensorflow.rs"));
@@ -92,6 +97,11 @@ pub use index::{
     IndexEntry, IndexedReader, build_index, index_path, parse_index, read_index, verify_index,
     write_index, write_index_to,
 };
-pub use records::{example_to_json, feature_to_json, sequence_example_to_json};
+pub use records::{example_to_json, sequence_example_to_json};
 pub use source::{TfRecordSource, TfStream};
 pub use writer::{RecordWriter, WriteSummary, WriterOptions};
+
+/// The README's examples, run as doc tests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -442,6 +442,7 @@ fn column(spec: &FeatureSpec, keys: &mut KeyTable, sequence_context: bool) -> Re
                 pad,
             }
         }
+        _ => return Err(unsupported(spec, "not a kind of spec tf.Example reads")),
     })
 }
 

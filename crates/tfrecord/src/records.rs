@@ -14,7 +14,7 @@ use grist_tensor::json::{bytes_to_json, float_to_json};
 /// The JSON form of one `tf.train.Feature`: `{"int64_list": [...]}`,
 /// `{"float_list": [...]}`, `{"bytes_list": [...]}`, or `{}` when no kind
 /// is set.
-pub fn feature_to_json(feature: &proto::Feature) -> Value {
+pub(crate) fn feature_to_json(feature: &proto::Feature) -> Value {
     use proto::feature::Kind;
     match &feature.kind {
         None => json!({}),

@@ -1,37 +1,21 @@
 //! The shared error contract: causes print once, data errors say where.
 
 use grist_tensor::{ErrorKind, FormatError};
+use grist_testkit::{assert_missing_said_once, chain, corpus, temp_dir};
 use grist_tfrecord::{Error, ReaderOptions, RecordReader};
-
-use crate::support::corpus_root;
-
-/// The whole chain, as the CLI prints it (`{e:#}`: joined by ": ").
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        out = format!("{out}: {c}");
-        cause = c.source();
-    }
-    out
-}
 
 #[test]
 fn a_missing_file_is_said_once() {
-    let missing = corpus_root().join("tfrecord/no_such_file.tfrecord");
+    let missing = corpus::root().join("tfrecord/no_such_file.tfrecord");
     let err = RecordReader::open(&missing, ReaderOptions::default()).unwrap_err();
     assert!(matches!(err, Error::Storage(_)), "{err:?}");
     assert_eq!(err.kind(), ErrorKind::Io);
-    assert_eq!(
-        chain(&err),
-        format!("{}: not found", missing.display()),
-        "the path once, what is wrong once"
-    );
+    assert_missing_said_once(&err, &missing);
 }
 
 #[test]
 fn a_folder_is_not_a_file() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let folder = dir.path().join("x.tfrecord");
     std::fs::create_dir(&folder).unwrap();
     let err = RecordReader::open(&folder, ReaderOptions::default()).unwrap_err();
@@ -45,7 +29,7 @@ fn a_folder_is_not_a_file() {
 
 #[test]
 fn a_corrupt_record_names_its_file_and_record() {
-    let path = corpus_root().join("tfrecord/tfr_corrupt_data_crc.tfrecord");
+    let path = corpus::root().join("tfrecord/tfr_corrupt_data_crc.tfrecord");
     let mut reader = RecordReader::open(&path, ReaderOptions::default()).unwrap();
     let err = loop {
         match reader.next_record() {

@@ -12,7 +12,10 @@ use grist_tfrecord::{
     index_path, masked_crc32c, parse_index, read_index, verify_index, write_index,
 };
 
-use crate::support::{Case, sha256_hex, temp_dir, tfrecord_case, tfrecord_cases};
+use grist_testkit::corpus::{self, Case, sha256_hex};
+use grist_testkit::{dir_entries, temp_dir};
+
+use crate::support::TfCase;
 
 // ---------------------------------------------------------------- helpers
 
@@ -237,7 +240,7 @@ fn check_error_case(case: &Case, records: &[Vec<u8>], error: Option<Error>, how:
 
 /// The corpus cases whose codec is built in (all, with default features).
 fn enabled_cases() -> Vec<Case> {
-    tfrecord_cases()
+    corpus::cases("tfrecord")
         .into_iter()
         .filter(|c| c.compression().is_enabled())
         .collect()
@@ -254,7 +257,7 @@ fn corpus_cases_read_like_tensorflow() {
     let cases = enabled_cases();
     assert!(cases.iter().any(|c| c.outcome == "error"));
     if cfg!(all(feature = "gzip", feature = "zlib")) {
-        assert_eq!(cases.len(), tfrecord_cases().len());
+        assert_eq!(cases.len(), corpus::cases("tfrecord").len());
     }
     for case in &cases {
         // The extension alone must pick the codec TF was told to use.
@@ -304,7 +307,7 @@ fn records_iterator_matches_next_record() {
             .collect();
         assert_records(case, &records, "records()");
     }
-    let case = tfrecord_case("tfr_truncated");
+    let case = corpus::case("tfrecord", "tfr_truncated");
     let mut it = RecordReader::open(case.file(), ReaderOptions::default())
         .unwrap()
         .records();
@@ -316,7 +319,7 @@ fn records_iterator_matches_next_record() {
 
 #[test]
 fn reader_reports_offsets_of_frames() {
-    let case = tfrecord_case("tfr_example_basic");
+    let case = corpus::case("tfrecord", "tfr_example_basic");
     let mut reader = RecordReader::open(case.file(), ReaderOptions::default()).unwrap();
     let mut expected_offset = 0;
     while let Some(r) = reader.next_record().unwrap() {
@@ -333,7 +336,7 @@ fn corrupt_gzip_fails() {
     if !Compression::Gzip.is_enabled() {
         return;
     }
-    let case = tfrecord_case("tfr_corrupt_gzip");
+    let case = corpus::case("tfrecord", "tfr_corrupt_gzip");
     assert_eq!(case.compression(), Compression::Gzip);
     let (records, error) = read_all(case.file(), ReaderOptions::default());
     let error = error.expect("a damaged deflate stream must fail");
@@ -346,7 +349,7 @@ fn corrupt_gzip_fails() {
 #[test]
 fn crc_off_reads_past_crc_damage() {
     for name in ["tfr_corrupt_data_crc", "tfr_corrupt_length_crc_field"] {
-        let case = tfrecord_case(name);
+        let case = corpus::case("tfrecord", name);
         let original = case.expected["original_file"]["record_count"]
             .as_u64()
             .unwrap() as usize;
@@ -364,7 +367,7 @@ fn crc_off_reads_past_crc_damage() {
     }
     // A damaged length with no CRC to catch it misframes the file: some
     // error or garbage, never a panic.
-    let case = tfrecord_case("tfr_corrupt_length");
+    let case = corpus::case("tfrecord", "tfr_corrupt_length");
     let _ = read_all(case.file(), ReaderOptions::default().with_check_crc(false));
 }
 
@@ -559,7 +562,7 @@ fn every_prefix_of_the_decompressed_streams_through_the_frame_decoder() {
 
 #[test]
 fn byte_at_a_time_decoding() {
-    let case = tfrecord_case("tfr_example_basic");
+    let case = corpus::case("tfrecord", "tfr_example_basic");
     let data = fs::read(case.file()).unwrap();
     let mut decoder = FrameDecoder::new("bytes");
     let mut start = 0;
@@ -628,6 +631,7 @@ fn extension(c: Compression) -> &'static str {
         Compression::Gzip => "tfrecord.gz",
         Compression::Zlib => "tfrecord.zz",
         Compression::Zstd => "tfrecord.zst",
+        other => panic!("no test extension for {other}"),
     }
 }
 
@@ -683,6 +687,7 @@ fn writer_round_trips_every_compression() {
             Compression::Zlib => assert_eq!(stored[0] & 0x0f, 8),
             Compression::Zstd => assert_eq!(&stored[..4], &[0x28, 0xb5, 0x2f, 0xfd]),
             Compression::None => assert_eq!(stored.len() as u64, summary.bytes),
+            other => panic!("no test of the stored form of {other}"),
         }
         for options in [
             ReaderOptions::default(),
@@ -735,7 +740,7 @@ fn multi_member_gzip_reads_as_one_stream() {
 #[test]
 fn gzip_file_read_as_plain_is_corrupt_at_zero() {
     // As TensorFlow: "corrupted record at 0 (Is this even a TFRecord file?)".
-    let case = tfrecord_case("tfr_example_gzip");
+    let case = corpus::case("tfrecord", "tfr_example_gzip");
     let options = ReaderOptions::default().with_compression(Some(Compression::None));
     let (records, error) = read_all(case.file(), options);
     assert!(records.is_empty());
@@ -765,15 +770,6 @@ fn disabled_codecs_are_typed_errors() {
         RecordReader::open(&path, ReaderOptions::default()),
         Err(Error::CompressionDisabled { .. })
     ));
-}
-
-fn dir_entries(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]
@@ -961,7 +957,7 @@ fn index_matches_dali_layout_and_sequential_reads() {
 #[test]
 fn indexed_reads_check_crcs_like_tensorflow() {
     for name in ["tfr_corrupt_data_crc", "tfr_corrupt_length_crc_field"] {
-        let case = tfrecord_case(name);
+        let case = corpus::case("tfrecord", name);
         let dir = temp_dir();
         let copy = dir.path().join("c.tfrecord");
         fs::copy(case.file(), &copy).unwrap();
@@ -1031,7 +1027,7 @@ fn bad_index_lines_are_reported_by_line() {
 
 #[test]
 fn index_that_disagrees_with_the_data() {
-    let case = tfrecord_case("tfr_example_basic");
+    let case = corpus::case("tfrecord", "tfr_example_basic");
     let dir = temp_dir();
     let copy = dir.path().join("d.tfrecord");
     fs::copy(case.file(), &copy).unwrap();

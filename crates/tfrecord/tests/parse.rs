@@ -1,25 +1,15 @@
 //! tf.Example / tf.SequenceExample parse tests against the golden corpus:
 //! every parse of every tfrecord case, batch by batch, as TensorFlow gave it.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use grist_tensor::SpecFile;
 use grist_tensor::json::{batch_to_json, compare_json};
-use grist_tfrecord::{Error, ExampleDecoder, ReaderOptions, RecordReader};
+use grist_testkit::corpus;
+use grist_tfrecord::{Error, ExampleDecoder};
 use serde_json::Value;
 
-use crate::support::tfrecord_cases;
-
-/// Reads every record of a (good) file.
-fn read_all(path: &Path) -> Vec<Vec<u8>> {
-    let mut reader = RecordReader::open(path, ReaderOptions::default()).unwrap();
-    let mut out = Vec::new();
-    while let Some(r) = reader.next_record().unwrap() {
-        out.push(r.to_vec());
-    }
-    out
-}
+use crate::support::read_all;
 
 /// The outcome of running one manifest parse: the batches that succeeded,
 /// then the error (and the index of the failing batch), if any.
@@ -74,7 +64,7 @@ fn tf_error_class(e: &Error) -> &'static str {
 #[test]
 fn every_corpus_parse_matches_tensorflow() {
     let mut checked = 0;
-    for case in tfrecord_cases() {
+    for case in corpus::cases("tfrecord") {
         if case.expected["expected"] != "ok" {
             continue;
         }
@@ -147,7 +137,7 @@ fn is_sequence_case(expected: &Value) -> bool {
 #[test]
 fn generic_decode_matches_decoded_records() {
     let mut checked = 0;
-    for case in tfrecord_cases() {
+    for case in corpus::cases("tfrecord") {
         let Some(want) = case.expected["decoded_records"].as_array() else {
             continue;
         };
@@ -174,7 +164,7 @@ fn generic_decode_matches_decoded_records() {
 #[test]
 fn encoded_batches_decode_to_the_same_batches() {
     let mut checked = 0;
-    for case in tfrecord_cases() {
+    for case in corpus::cases("tfrecord") {
         if case.expected["expected"] != "ok" {
             continue;
         }

@@ -2,29 +2,20 @@
 //! corpus file, decoded with every parse of its case, is a row or an error
 //! naming the record, never a panic.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use grist_tensor::SpecFile;
 use grist_tensor::json::batch_to_json;
-use grist_tfrecord::{ExampleDecoder, Location, ReaderOptions, RecordReader};
+use grist_testkit::corpus;
+use grist_tfrecord::{ExampleDecoder, Location};
 
-use crate::support::tfrecord_cases;
-
-fn read_all(path: &Path) -> Vec<Vec<u8>> {
-    let mut reader = RecordReader::open(path, ReaderOptions::default()).unwrap();
-    let mut out = Vec::new();
-    while let Some(r) = reader.next_record().unwrap() {
-        out.push(r.to_vec());
-    }
-    out
-}
+use crate::support::read_all;
 
 #[test]
 fn every_prefix_of_every_record_decodes_or_fails() {
     let file: Arc<str> = "prefix".into();
     let mut prefixes = 0usize;
-    for case in tfrecord_cases().into_iter().filter(|c| c.is_ok()) {
+    for case in corpus::cases("tfrecord").into_iter().filter(|c| c.is_ok()) {
         let records: Vec<Vec<u8>> = case.files.iter().flat_map(|f| read_all(f)).collect();
         for parse in case.parses() {
             let spec = SpecFile::from_value(parse).unwrap();
