@@ -4,7 +4,7 @@
 //! built from the length prefixes, the OFRecord decoder, and records one by
 //! one.
 
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -265,6 +265,26 @@ impl Format for OfRecordFormat {
     }
 }
 
+/// Moves `reader` up to `n` bytes on, past bytes it has buffered without
+/// copying them anywhere; how many it moved (fewer at the end).
+fn skip(reader: &mut impl BufRead, n: u64) -> io::Result<u64> {
+    let mut left = n;
+    while left > 0 {
+        let buf = match reader.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buf.is_empty() {
+            break;
+        }
+        let k = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        reader.consume(k);
+        left -= k as u64;
+    }
+    Ok(n - left)
+}
+
 /// Reads into `buf` until it is full or the input ends.
 fn read_up_to(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
@@ -315,9 +335,8 @@ pub(crate) fn scan(input: &Input, framing: &ReaderOptions) -> Result<Vec<(u64, u
         }
         entries.push((offset, len));
         offset += len;
-        // Past the payload, without reading it into memory.
         let payload = len - 8;
-        let skipped = io::copy(&mut (&mut reader).take(payload), &mut io::sink()).map_err(io)?;
+        let skipped = skip(&mut reader, payload).map_err(io)?;
         if skipped < payload {
             // The frame decoder checked the length against the bytes left.
             return Err(io(io::Error::new(
