@@ -1,16 +1,19 @@
 //! The loader from local files and from an S3-compatible server on the
-//! loopback interface with latency added to every request, side by side:
-//! `cargo run --release -p grist-benches --example remote_loader --
-//! [records] [latency_ms] [rounds]` (defaults 50000, 20, 3).
+//! loopback interface, with and without latency added to every request,
+//! side by side: `cargo run --release -p grist-benches --example
+//! remote_loader -- [records] [latency_ms] [rounds]` (defaults 50000, 20,
+//! 3).
 //!
 //! prod19 is written in every format (`grist_benches::prod19_files`) and
 //! uploaded to the in-process server of `grist-testkit` (multipart
 //! uploads through the storage layer), which waits `latency_ms` before
 //! serving each request. Each round reads every format one epoch locally,
-//! then over S3 (batches of 1024, two parse threads, in order and
-//! shuffled), alternating, and prints records/s and the ratio; the last
-//! line of each format is the median over the rounds, with the ranged
-//! requests per batch over S3.
+//! over S3 without latency, then over S3 with it (batches of 1024, two
+//! parse threads, in order and shuffled), alternating; each line is the
+//! median over the rounds of records/s, the ratios of S3 with latency to
+//! local and to S3 without it (what latency costs once the server's own
+//! cost is out of the picture: the server shares the process's cores),
+//! and the ranged requests per batch over S3.
 
 use std::time::Instant;
 
@@ -89,36 +92,39 @@ fn main() {
         .iter()
         .map(|d| upload(&server, &remote, &d.path))
         .collect();
-    server
-        .faults()
-        .set_latency(std::time::Duration::from_millis(latency_ms));
     let local = Storage::new();
     println!(
         "prod19, {records} records, batches of 1024, 2 parse threads, {latency_ms} ms per request"
     );
     println!(
-        "{:<14} {:<8} {:>12} {:>12} {:>6}",
-        "format", "order", "local rec/s", "s3 rec/s", "ratio"
+        "{:<14} {:<8} {:>12} {:>12} {:>12} {:>9} {:>8} {:>10}",
+        "format", "order", "local rec/s", "s3 0ms", "s3 latency", "÷ local", "÷ 0ms", "GETs/batch"
     );
+    let latency = std::time::Duration::from_millis(latency_ms);
     for (d, url) in data.iter().zip(&urls) {
         for shuffle in [false, true] {
-            let (mut l, mut r) = (Vec::new(), Vec::new());
+            let (mut l, mut z, mut r) = (Vec::new(), Vec::new(), Vec::new());
             let mut gets = 0;
             for _ in 0..rounds {
                 l.push(epoch(&local, &d.path.to_string_lossy(), d, shuffle));
+                server.faults().set_latency(std::time::Duration::ZERO);
+                z.push(epoch(&remote, url, d, shuffle));
+                server.faults().set_latency(latency);
                 server.faults().reset_counts();
                 r.push(epoch(&remote, url, d, shuffle));
                 gets = server.faults().ranged_gets();
             }
-            let (l, r) = (median(l), median(r));
+            let (l, z, r) = (median(l), median(z), median(r));
             let batches = records.div_ceil(1024);
             println!(
-                "{:<14} {:<8} {:>12.0} {:>12.0} {:>6.2}   ({:.1} ranged GETs per batch)",
+                "{:<14} {:<8} {:>12.0} {:>12.0} {:>12.0} {:>9.2} {:>8.2} {:>10.1}",
                 d.name,
                 if shuffle { "shuffle" } else { "order" },
                 l,
+                z,
                 r,
                 r / l,
+                r / z,
                 gets as f64 / batches as f64
             );
         }
