@@ -742,6 +742,56 @@ impl FfrReader {
         }
     }
 
+    /// Bytes `start..end` of file `f`, the next bytes of a sequential read:
+    /// a remote file is streamed through `ahead`, whose blocks are
+    /// requested ahead of time so that the round trips overlap with
+    /// decoding (one ranged request per chunk would wait out each one);
+    /// other files as [`fetch_range`](Self::fetch_range). `ahead` is
+    /// reopened when the read does not continue where it stopped.
+    pub(crate) fn fetch_next(
+        &self,
+        f: usize,
+        start: u64,
+        end: u64,
+        ahead: &mut Option<Ahead>,
+    ) -> Result<Bytes, grist_io::Error> {
+        let Backing::Object(object) = &self.inner.backings[f] else {
+            return self.fetch_range(f, start, end);
+        };
+        if !object.is_remote() {
+            return self.fetch_range(f, start, end);
+        }
+        if !matches!(ahead, Some(a) if a.file == f && a.pos == start) {
+            *ahead = Some(Ahead {
+                file: f,
+                pos: start,
+                reader: object.reader(start, STREAM_READ_AHEAD)?,
+            });
+        }
+        let Some(a) = ahead.as_mut() else {
+            unreachable!("set above")
+        };
+        let len = (end - start) as usize;
+        let mut buf = self.inner.pool.take(len);
+        match std::io::Read::read_exact(&mut a.reader, &mut buf[..len]) {
+            Ok(()) => {
+                a.pos = end;
+                Ok(BufferPool::share(&self.inner.pool, buf, len))
+            }
+            Err(e) => {
+                *ahead = None;
+                match e
+                    .into_inner()
+                    .map(|inner| inner.downcast::<grist_io::Error>())
+                {
+                    Some(Ok(error)) => Err(*error),
+                    // The object ended early: the ranged read says how.
+                    _ => self.fetch_range(f, start, end),
+                }
+            }
+        }
+    }
+
     /// The current size of file `f`, when it can be asked (to tell a file
     /// that shrank from a failed read).
     pub(crate) fn current_size(&self, f: usize) -> Option<u64> {
@@ -750,6 +800,18 @@ impl FfrReader {
             Backing::Object(o) => o.current_size(),
         }
     }
+}
+
+/// How far ahead a stream of a remote file reads (as
+/// [`grist_tensor::Input`] does).
+const STREAM_READ_AHEAD: usize = 16 << 20;
+
+/// A remote file read in order by [`FfrReader::fetch_next`].
+pub(crate) struct Ahead {
+    file: usize,
+    /// The next byte `reader` gives.
+    pos: u64,
+    reader: Box<dyn std::io::Read + Send>,
 }
 
 /// One wanted sample of a batch read.

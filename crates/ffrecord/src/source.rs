@@ -8,7 +8,7 @@ use grist_tensor::{Chunk, Deferred, RecordLayout, RecordSource};
 
 use crate::error::{Error, Result};
 use crate::header::check_sample;
-use crate::reader::FfrReader;
+use crate::reader::{Ahead, FfrReader};
 use grist_tensor::Location;
 
 /// Reads a dataset in sample order as [`Chunk`]s: runs of consecutive
@@ -50,6 +50,8 @@ pub struct FfrSource {
     chunk_index: u64,
     pending: Option<Error>,
     done: bool,
+    /// The sequential read of a remote file.
+    ahead: Option<Ahead>,
 }
 
 impl FfrSource {
@@ -63,6 +65,7 @@ impl FfrSource {
             chunk_index: 0,
             pending: None,
             done: false,
+            ahead: None,
         }
     }
 
@@ -127,7 +130,7 @@ impl FfrSource {
         let end = offsets[end_sample];
         let data = self
             .reader
-            .fetch_range(self.file, start, end)
+            .fetch_next(self.file, start, end, &mut self.ahead)
             .map_err(|e| self.read_error(e, first as u64, end_sample as u64))?;
         // Check the samples; stop before the first bad one.
         let mut good = end_sample;

@@ -142,3 +142,35 @@ fn shuffled_remote_datasets_stream_unless_required() {
         assert!(required.is_random_access(), "{kind:?}");
     }
 }
+
+/// A shuffled FFRecord dataset of an object store is streamed with its
+/// blocks requested ahead, not with a request per chunk that would wait
+/// out each round trip; the batches are the local ones.
+#[test]
+fn streamed_ffrecord_reads_ahead_in_blocks() {
+    let served = Served::new(Kind::Ffrecord);
+    let faults = served.server.faults();
+    let settings = |b: grist::LoaderBuilder| {
+        b.with_shuffle(true)
+            .with_shuffle_buffer(30)
+            .with_seed(9)
+            .with_chunk_bytes(256)
+            .with_random_access(grist::RandomAccess::Off)
+    };
+    let mut remote = settings(served.remote()).build().unwrap();
+    assert!(!remote.is_random_access());
+    faults.reset_counts();
+    let batches = drain(&mut remote);
+    let gets = faults.ranged_gets();
+    let local = drain(&mut settings(served.fixture.builder()).build().unwrap());
+    assert!(batches == local, "the batches over S3 are the local ones");
+    // Chunks of 256 bytes: one per sample or two. Each file: its header
+    // (two reads) and one stream.
+    let chunks = served.fixture.total / 2;
+    assert!(chunks >= 20, "{chunks} chunks");
+    assert!(
+        gets <= served.urls.len() as u64 * 3,
+        "{gets} ranged GETs for about {chunks} chunks of {} files",
+        served.urls.len()
+    );
+}

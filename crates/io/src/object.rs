@@ -268,24 +268,31 @@ pub(crate) struct Coalesced {
     pub(crate) place: Vec<(usize, u64)>,
 }
 
-/// Joins ranges at most `gap` apart (and overlapping ones), as long as the
+/// Joins overlapping ranges, and ranges at most `gap` apart whose gap is
+/// no larger than the bytes wanted so far in the joined range (so at most
+/// about half of what is read is thrown away: small records scattered
+/// through a large object are not worth fetching whole), as long as the
 /// joined range stays within [`MAX_COALESCED`].
 pub(crate) fn coalesce(ranges: &[Range<u64>], gap: u64) -> Coalesced {
     let mut order: Vec<usize> = (0..ranges.len()).collect();
     order.sort_by_key(|&i| (ranges[i].start, ranges[i].end));
     let mut merged: Vec<Range<u64>> = Vec::new();
     let mut place = vec![(0, 0); ranges.len()];
+    // The bytes of the last merged range that were asked for.
+    let mut wanted = 0u64;
     for i in order {
         let r = &ranges[i];
         let joins = merged.last().is_some_and(|last| {
-            r.start <= last.end.saturating_add(gap)
-                && r.end.max(last.end) - last.start <= MAX_COALESCED
+            let hole = r.start.saturating_sub(last.end);
+            hole <= gap.min(wanted) && r.end.max(last.end) - last.start <= MAX_COALESCED
         });
         if joins {
             if let Some(last) = merged.last_mut() {
+                wanted += r.end.saturating_sub(r.start.max(last.end));
                 last.end = last.end.max(r.end);
             }
         } else {
+            wanted = r.end - r.start;
             merged.push(r.clone());
         }
         let at = merged.len() - 1;
@@ -364,5 +371,9 @@ mod tests {
         assert_eq!(coalesce(&[], 5).merged, Vec::<Range<u64>>::new());
         let huge = coalesce(&[0..MAX_COALESCED, MAX_COALESCED..MAX_COALESCED + 1], 5);
         assert_eq!(huge.merged.len(), 2);
+        // A gap wider than the bytes wanted before it is not read.
+        let sparse = coalesce(&[0..3, 7..10, 12..20], 5);
+        assert_eq!(sparse.merged, vec![0..3, 7..20]);
+        assert_eq!(sparse.place, vec![(0, 0), (1, 0), (1, 5)]);
     }
 }

@@ -46,8 +46,9 @@ fn nearby_ranges_are_fetched_together() {
     let object = r.storage.open(&r.addr("big")).unwrap();
     let faults = r.server.faults();
     faults.reset_counts();
-    // Three ranges within 1 MiB of each other, asked out of order: one GET.
-    let near = [600_000..600_100, 0..100, 200_000..300_000];
+    // Three ranges within 1 MiB of each other, no gap wider than the bytes
+    // wanted before it, asked out of order: one GET.
+    let near = [500_000..500_100, 0..200_000, 300_000..400_000];
     let got = object.read_ranges(&near).unwrap();
     for (bytes, range) in got.iter().zip(&near) {
         assert_eq!(&bytes[..], &data[range.start as usize..range.end as usize]);
@@ -55,12 +56,22 @@ fn nearby_ranges_are_fetched_together() {
     assert_eq!(faults.ranged_gets(), 1);
     // Two groups more than 1 MiB apart: two GETs.
     faults.reset_counts();
-    let far = [0..10, 100..200, (3 << 20)..(3 << 20) + 10];
+    let far = [0..100, 150..200, (3 << 20)..(3 << 20) + 10];
     let got = object.read_ranges(&far).unwrap();
     for (bytes, range) in got.iter().zip(&far) {
         assert_eq!(&bytes[..], &data[range.start as usize..range.end as usize]);
     }
     assert_eq!(faults.ranged_gets(), 2);
+    // Small ranges scattered through the object (records read by number):
+    // fetching what lies between would read ~1,000 times the bytes
+    // wanted, so each is its own GET.
+    faults.reset_counts();
+    let scattered: Vec<_> = (0..8u64).map(|i| i * 300_000..i * 300_000 + 300).collect();
+    let got = object.read_ranges(&scattered).unwrap();
+    for (bytes, range) in got.iter().zip(&scattered) {
+        assert_eq!(&bytes[..], &data[range.start as usize..range.end as usize]);
+    }
+    assert_eq!(faults.ranged_gets(), 8);
 }
 
 #[test]
@@ -84,7 +95,7 @@ fn read_into_reads_across_objects_and_files() {
         (&ol, 10..20),
         (&oa, 1500..2500),              // near the first: joined with it
         (&oa, (3 << 20) - 10..3 << 20), // far: its own request
-        (&ob, 0..10),
+        (&ob, 0..400),
     ];
     let total: u64 = parts.iter().map(|(_, r)| r.end - r.start).sum();
     let mut out = vec![0; total as usize];
@@ -95,7 +106,7 @@ fn read_into_reads_across_objects_and_files() {
         &local[10..20],
         &a[1500..2500],
         &a[(3 << 20) - 10..],
-        &b[..10],
+        &b[..400],
     ]
     .concat();
     assert_eq!(out, want);
