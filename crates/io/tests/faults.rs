@@ -185,10 +185,15 @@ fn a_stream_never_ends_early() {
 #[test]
 fn a_failed_upload_leaves_no_object() {
     let r = Remote::new(&[]);
+    // Parts of 5 MiB: more time per request than `quick` gives on a busy
+    // machine (the faults here are answers, not stalls).
+    let retry = quick()
+        .with_request_timeout(Duration::from_secs(30))
+        .with_deadline(Duration::from_secs(60));
     let storage = r
         .storage
         .clone()
-        .with_retry(quick())
+        .with_retry(retry)
         .with_part_size(5 << 20);
     let addr = r.addr("up.bin");
     let faults = r.server.faults();
