@@ -190,11 +190,7 @@ fn a_failed_upload_leaves_no_object() {
     let retry = quick()
         .with_request_timeout(Duration::from_secs(30))
         .with_deadline(Duration::from_secs(60));
-    let storage = r
-        .storage
-        .clone()
-        .with_retry(retry)
-        .with_part_size(5 << 20);
+    let storage = r.storage.clone().with_retry(retry).with_part_size(5 << 20);
     let addr = r.addr("up.bin");
     let faults = r.server.faults();
     // Two 503s on the way are retried.
