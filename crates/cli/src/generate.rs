@@ -151,10 +151,15 @@ fn refuse_to_overwrite(dir: &grist::Address, kinds: &[FileKind]) -> anyhow::Resu
         let Some((_, text)) = specs.iter().find(|(p, _)| p == path) else {
             return true;
         };
-        // The same spec again is no overwrite.
-        !storage
-            .read_all(path)
-            .is_ok_and(|held| held.as_ref() == text.as_bytes())
+        // The same spec again is no overwrite (read only when the size
+        // says it may be).
+        let same_size = storage
+            .stat(path)
+            .is_ok_and(|m| m.is_some_and(|m| !m.is_dir && m.size == text.len() as u64));
+        !(same_size
+            && storage
+                .read_all(path)
+                .is_ok_and(|held| held.as_ref() == text.as_bytes()))
     });
     if let Some(path) = prod19::first_existing(&storage, &outputs)? {
         bail!("{path} exists: not overwriting it (pass --force to replace gen's outputs)");

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use grist_tensor::InspectOptions;
 
 use crate::out::Out;
-use crate::sources::{FormatArg, STDIN_NAME, shown, with_stdin};
+use crate::sources::{FormatArg, STDIN_NAME, shown, shown_aligned, with_stdin};
 
 /// Arguments of `grist inspect`.
 #[derive(Debug, clap::Args)]
@@ -75,7 +75,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         out.line(shown(&report.json.to_string()))?;
     } else {
         for line in &report.text {
-            out.line(shown(line))?;
+            out.line(shown_aligned(line))?;
         }
     }
     out.flush()?;

@@ -140,6 +140,18 @@ pub(crate) fn shown(text: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// [`shown`], padded to the temporary file's name's width, for the lines
+/// of a table whose columns were laid out with that name.
+pub(crate) fn shown_aligned(text: &str) -> std::borrow::Cow<'_, str> {
+    match SPOOLED.get() {
+        Some(spool) if text.contains(spool.as_str()) => {
+            let width = spool.chars().count();
+            text.replace(spool, &format!("{STDIN_NAME:<width$}")).into()
+        }
+        _ => text.into(),
+    }
+}
+
 /// The paths or URLs of the command line, as text.
 pub(crate) fn texts(paths: &[PathBuf]) -> Vec<String> {
     paths
