@@ -29,7 +29,8 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::out::Out;
-use crate::sources::{FormatArg, PayloadArg, hint};
+use crate::rows::slice_rows;
+use crate::sources::{FormatArg, PayloadArg, hint, shown, with_stdin};
 use crate::spec::{build_loader, load_spec};
 
 /// Arguments of `grist cat`.
@@ -39,6 +40,8 @@ use crate::spec::{build_loader, load_spec};
     after_help = "Examples:\n  \
         grist cat --spec spec.json --batch-size 32 train.tfrecord\n  \
         grist cat --raw train.tfrecord.gz\n  \
+        grist cat --records --limit 5 train.tfrecord\n  \
+        gunzip -c train.tfrecord.gz | grist cat --raw -   # - is standard input\n  \
         grist cat --records --sequence sequences.tfrecord\n  \
         grist cat --spec spec.json --batch-size 32 part-0.avro part-1.avro\n  \
         grist cat --raw train.ffr\n  \
@@ -98,6 +101,14 @@ pub(crate) struct Args {
           value_parser = clap::value_parser!(u64).range(1..1025))]
     threads: u64,
 
+    /// Stop after N records: with --raw and --records, N lines; with
+    /// --spec, batches until N records have been printed, the last one cut
+    /// to the records left (a cut batch keeps the whole batch's padding and
+    /// sparse dense_shape past the first dimension). Nothing after them is
+    /// read.
+    #[arg(long, value_name = "N")]
+    limit: Option<u64>,
+
     #[command(flatten)]
     format: FormatArg,
 
@@ -107,13 +118,16 @@ pub(crate) struct Args {
     /// Files, folders (datasets) or glob patterns, read in order:
     /// TFRecord, Avro, FFRecord or OFRecord, told by name, then by content
     /// (see `grist --help`); with --spec or a dataset format, all of one
-    /// format.
+    /// format. `-` is standard input (read to its end first, then as a
+    /// file of any format, told by its content or --format).
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
 }
 
 /// Runs `grist cat`.
-pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(mut args: Args) -> anyhow::Result<ExitCode> {
+    let (files, _stdin) = with_stdin(&args.files)?;
+    args.files = files;
     let mut out = Out::stdout();
     let result = match &args.spec {
         Some(spec) => cat_batches(&args, spec, &mut out),
@@ -146,8 +160,21 @@ fn cat_batches(args: &Args, spec_path: &Path, out: &mut Out) -> anyhow::Result<(
         builder = builder.with_format(format);
     }
     let mut loader = build_loader(builder, spec_path)?;
-    while let Some(batch) = loader.next_batch() {
-        out.json(&batch_to_json(&batch?))?;
+    let mut left = args.limit.unwrap_or(u64::MAX);
+    while left > 0 {
+        let Some(batch) = loader.next_batch() else {
+            break;
+        };
+        let batch = batch?;
+        let rows = batch.rows() as u64;
+        if rows > left {
+            // `left` is below the batch's row count: it fits a usize.
+            let cut = slice_rows(&batch, 0..left as usize)?;
+            out.json(&batch_to_json(&cut))?;
+            break;
+        }
+        out.json(&batch_to_json(&batch))?;
+        left -= rows;
     }
     Ok(())
 }
@@ -161,6 +188,7 @@ fn cat_all_records(args: &Args, out: &mut Out) -> anyhow::Result<()> {
     let Some((first, first_input)) = inputs.first() else {
         return Ok(());
     };
+    let mut left = args.limit.unwrap_or(u64::MAX);
     if inputs.iter().any(|(f, _)| f.local_index_key().is_some()) {
         if let Some((other, input)) = inputs.iter().find(|(f, _)| f.id() != first.id()) {
             return Err(hint(RegistryError::Mixed {
@@ -171,22 +199,31 @@ fn cat_all_records(args: &Args, out: &mut Out) -> anyhow::Result<()> {
             }));
         }
         let files: Vec<Input> = inputs.iter().map(|(_, i)| i.clone()).collect();
-        return cat_records(args, first, &files, several, out);
+        return cat_records(args, first, &files, several, &mut left, out);
     }
     for (format, input) in &inputs {
-        cat_records(args, format, std::slice::from_ref(input), several, out)?;
+        if left == 0 {
+            break;
+        }
+        let one = std::slice::from_ref(input);
+        cat_records(args, format, one, several, &mut left, out)?;
     }
     Ok(())
 }
 
-/// One JSON line per record of `inputs` (`several`: of several files).
+/// One JSON line per record of `inputs` (`several`: of several files),
+/// at most `left` of them (`left` counts down).
 fn cat_records(
     args: &Args,
     format: &Arc<dyn Format>,
     inputs: &[Input],
     several: bool,
+    left: &mut u64,
     out: &mut Out,
 ) -> anyhow::Result<()> {
+    if *left == 0 {
+        return Ok(());
+    }
     let mut options = RecordOptions::default();
     options.sequence = args.sequence;
     let mut records = format.records(inputs, &options)?;
@@ -204,13 +241,17 @@ fn cat_records(
             json!({"index": index, "length": record.bytes.len(), "sha256": sha})
         };
         if let (true, Value::Object(map)) = (several, &mut line) {
-            map.insert("file".into(), json!(&*at.file));
+            map.insert("file".into(), json!(shown(&at.file)));
             map.insert("index".into(), json!(index));
             if let Some(key) = local_key {
                 map.insert(key.into(), json!(local));
             }
         }
         out.json(&line)?;
+        *left -= 1;
+        if *left == 0 {
+            break;
+        }
     }
     Ok(())
 }

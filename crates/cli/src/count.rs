@@ -10,7 +10,8 @@ use grist_tensor::ReadOptions;
 use serde_json::json;
 
 use crate::out::Out;
-use crate::sources::FormatArg;
+use crate::progress::Progress;
+use crate::sources::{FormatArg, shown, with_stdin};
 
 /// Arguments of `grist count`.
 #[derive(Debug, clap::Args)]
@@ -30,20 +31,26 @@ pub(crate) struct Args {
     #[command(flatten)]
     format: FormatArg,
 
-    /// Files, folders (a dataset: one line per file) or glob patterns.
+    /// Files, folders (a dataset: one line per file) or glob patterns;
+    /// `-` is standard input (read to its end first).
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
 }
 
 /// Runs `grist count`.
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let inputs = args.format.expand_each(&args.files)?;
+    let (files, _stdin) = with_stdin(&args.files)?;
+    let inputs = args.format.expand_each(&files)?;
     let options = ReadOptions::new().with_check_crc(!args.no_crc);
     let mut out = Out::stdout();
     let mut total = 0u64;
     let mut per_file = Vec::new();
+    let bar = Progress::new(Some(inputs.len() as u64), "files");
     for (format, input) in &inputs {
-        let n = match format.count(input, &options) {
+        bar.message(input.name());
+        let counted = format.count(input, &options);
+        bar.inc(1);
+        let n = match counted {
             Ok(n) => n,
             Err(e) => {
                 out.flush()?;
@@ -52,11 +59,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         total += n;
         if args.json {
-            per_file.push(json!({"file": &**input.name(), "records": n}));
+            per_file.push(json!({"file": shown(input.name()), "records": n}));
         } else {
-            out.line(format_args!("{n:>12}  {}", input.name()))?;
+            out.line(format_args!("{n:>12}  {}", shown(input.name())))?;
         }
     }
+    bar.finish();
     if args.json {
         out.json(&json!({"files": per_file, "total": total}))?;
     } else if inputs.len() > 1 {

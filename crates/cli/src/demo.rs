@@ -183,7 +183,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     out.flush()?;
 
     let start = Instant::now();
-    let dataset = prod19::write(&dir, args.records, args.seed, &KINDS)?;
+    let dataset = prod19::write(&dir, args.records, args.seed, &KINDS, &|_| {})?;
     let all: Vec<Data> = dataset
         .files
         .iter()

@@ -7,8 +7,8 @@ use anyhow::bail;
 use grist_avro_tensor::Codec;
 
 use crate::fmt;
-use crate::out::Out;
 use crate::prod19::{self, FileKind, OutputFormat};
+use crate::progress::Progress;
 
 /// The datasets `gen` can write.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -28,7 +28,9 @@ pub(crate) enum DatasetName {
     grist bench --spec /tmp/prod19/prod19.avro.spec.json /tmp/prod19/prod19.deflate.avro\n  \
     grist gen prod19 --format ffrecord --out /tmp/prod19\n  \
     grist gen prod19 --format ofrecord --out /tmp/prod19\n  \
-    grist cat --spec /tmp/prod19/prod19.spec.json --batch-size 2 /tmp/prod19/prod19.ofrecord")]
+    grist cat --spec /tmp/prod19/prod19.spec.json --batch-size 2 /tmp/prod19/prod19.ofrecord\n\n\
+    The data goes to files; what was written (names, records, sizes) is said on stderr, \
+    with a progress bar while writing when stderr is a terminal.")]
 pub(crate) struct Args {
     /// The dataset.
     #[arg(value_enum)]
@@ -68,6 +70,14 @@ pub(crate) struct Args {
     /// of an earlier run) and `<name>.spec.json`.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
+
+    /// Replace outputs that exist already (each file is replaced whole,
+    /// once complete). Without it, gen refuses to write when any of its
+    /// outputs exists and writes nothing; a spec file that already holds
+    /// exactly what gen would write is no conflict (several formats share
+    /// `<name>.spec.json`).
+    #[arg(long)]
+    force: bool,
 }
 
 /// An Avro codec by its `avro.codec` name.
@@ -103,20 +113,56 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         (OutputFormat::Ofrecord, _) => vec![FileKind::Ofrecord],
     };
     let dir = grist::Address::parse(&args.out.to_string_lossy())?;
-    let dataset = prod19::write(&dir, args.records, args.seed, &kinds)?;
-    let mut out = Out::stdout();
+    if !args.force {
+        refuse_to_overwrite(&dir, &kinds)?;
+    }
+    let bar = Progress::new(Some(args.records), "records");
+    let dataset = prod19::write(&dir, args.records, args.seed, &kinds, &|n| bar.set(n))?;
+    bar.finish();
+    // What was written is status, not data: stderr.
     for f in &dataset.files {
-        out.line(format_args!(
+        eprintln!(
             "wrote {}  ({} records, {})",
             f.path,
             fmt::count(f.records),
             fmt::bytes(f.bytes)
-        ))?;
+        );
     }
     for spec in &dataset.specs {
-        out.line(format_args!("wrote {spec}"))?;
+        eprintln!("wrote {spec}");
     }
-    out.line(format_args!("done in {}", fmt::seconds(dataset.elapsed)))?;
-    out.flush()?;
+    eprintln!("done in {}", fmt::seconds(dataset.elapsed));
     Ok(ExitCode::SUCCESS)
+}
+
+/// Fails, naming the file, when one of the outputs of `kinds` in `dir`
+/// exists, unless it is a spec file holding exactly what gen would write.
+fn refuse_to_overwrite(dir: &grist::Address, kinds: &[FileKind]) -> anyhow::Result<()> {
+    let storage = crate::sources::storage()?;
+    let mut outputs = prod19::outputs(dir, kinds);
+    let specs: Vec<(grist::Address, String)> = kinds
+        .iter()
+        .map(|k| {
+            let path = prod19::spec_path(dir, k.format());
+            Ok((path, prod19::spec_text(k.format())?))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    outputs.retain(|path| {
+        let Some((_, text)) = specs.iter().find(|(p, _)| p == path) else {
+            return true;
+        };
+        // The same spec again is no overwrite (read only when the size
+        // says it may be).
+        let same_size = storage
+            .stat(path)
+            .is_ok_and(|m| m.is_some_and(|m| !m.is_dir && m.size == text.len() as u64));
+        !(same_size
+            && storage
+                .read_all(path)
+                .is_ok_and(|held| held.as_ref() == text.as_bytes()))
+    });
+    if let Some(path) = prod19::first_existing(&storage, &outputs)? {
+        bail!("{path} exists: not overwriting it (pass --force to replace gen's outputs)");
+    }
+    Ok(())
 }

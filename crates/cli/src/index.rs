@@ -8,7 +8,6 @@ use std::process::ExitCode;
 use grist_tensor::ReadOptions;
 
 use crate::fmt;
-use crate::out::Out;
 use crate::sources::FormatArg;
 
 /// Arguments of `grist index`.
@@ -19,7 +18,7 @@ use crate::sources::FormatArg;
                         checks first; the index is written atomically. Compressed files cannot \
                         be indexed (the offsets would point into the compressed stream). Other \
                         formats have no index files. The files are indexed in order; the first \
-                        that cannot be stops the command."
+                        that cannot be stops the command. What was written is said on stderr."
 )]
 pub(crate) struct Args {
     #[command(flatten)]
@@ -30,28 +29,17 @@ pub(crate) struct Args {
     files: Vec<PathBuf>,
 }
 
-/// Runs `grist index`.
+/// Runs `grist index`. Its output is files: what it wrote is said on
+/// stderr, as status.
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let inputs = args.format.expand_each(&args.files)?;
     let options = ReadOptions::new();
-    let mut out = Out::stdout();
     for (format, input) in &inputs {
-        let records = match format.write_index(input, &options) {
-            Ok(n) => n,
-            Err(e) => {
-                out.flush()?;
-                return Err(e.into());
-            }
-        };
-        let records = fmt::count(records);
+        let records = fmt::count(format.write_index(input, &options)?);
         match format.index_file(input) {
-            Some(index) => out.line(format_args!("wrote {}  ({records} records)", index.name()))?,
-            None => out.line(format_args!(
-                "indexed {}  ({records} records)",
-                input.name()
-            ))?,
+            Some(index) => eprintln!("wrote {}  ({records} records)", index.name()),
+            None => eprintln!("indexed {}  ({records} records)", input.name()),
         }
     }
-    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use grist_tensor::InspectOptions;
 
 use crate::out::Out;
-use crate::sources::FormatArg;
+use crate::sources::{FormatArg, STDIN_NAME, shown, shown_aligned, with_stdin};
 
 /// Arguments of `grist inspect`.
 #[derive(Debug, clap::Args)]
@@ -52,25 +52,30 @@ pub(crate) struct Args {
     #[command(flatten)]
     format: FormatArg,
 
-    /// A file, a folder (a dataset) or a glob pattern, of one format.
+    /// A file, a folder (a dataset) or a glob pattern, of one format; `-`
+    /// is standard input (read to its end first).
     #[arg(value_name = "FILE")]
     file: PathBuf,
 }
 
 /// Runs `grist inspect`.
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let (format, inputs) = args.format.expand(std::slice::from_ref(&args.file))?;
+    let (files, stdin) = with_stdin(std::slice::from_ref(&args.file))?;
+    let (format, inputs) = args.format.expand(&files)?;
     let options = InspectOptions::default()
         .with_records(args.records)
         .with_sequence(args.sequence);
-    let name = args.file.display().to_string();
+    let name = match stdin {
+        Some(_) => STDIN_NAME.to_string(),
+        None => args.file.display().to_string(),
+    };
     let report = format.inspect(&name, &inputs, &options)?;
     let mut out = Out::stdout();
     if args.json {
-        out.json(&report.json)?;
+        out.line(shown(&report.json.to_string()))?;
     } else {
         for line in &report.text {
-            out.line(line)?;
+            out.line(shown_aligned(line))?;
         }
     }
     out.flush()?;

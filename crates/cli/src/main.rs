@@ -9,6 +9,7 @@
 
 mod bench;
 mod cat;
+mod completions;
 mod count;
 mod demo;
 mod fmt;
@@ -17,13 +18,15 @@ mod index;
 mod inspect;
 mod out;
 mod prod19;
+mod progress;
+mod rows;
 mod sources;
 mod spec;
 mod verify;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 
 /// grist reads ML training records (TFRecord files of tf.Example and
 /// tf.SequenceExample, Avro object container files, FFRecord files, OFRecord
@@ -57,6 +60,9 @@ use clap::{Parser, Subcommand};
                   GRIST_REMOTE_DEADLINE (seconds per operation with its retries, default 180) \
                   how failed requests are retried. Files written to an object store appear \
                   only once complete.\n\n\
+                  Data (records, counts, reports) goes to stdout; status (what gen and \
+                  index wrote, progress bars, drawn only when stderr is a terminal) and errors \
+                  go to stderr. A FILE of `-` is standard input (cat, count, verify, inspect).\n\n\
                   Start with `grist demo`, then try `grist gen prod19 --out DIR` and \
                   `grist bench --spec DIR/prod19.spec.json DIR/prod19.tfrecord`."
 )]
@@ -87,12 +93,16 @@ enum Command {
     /// (FFRecord).
     Inspect(inspect::Args),
     /// Measure end-to-end decoding speed (read + framing + checks + parse).
+    /// The report (a table, or --json) is the output: stdout.
     Bench(bench::Args),
     /// Generate a synthetic dataset (TFRecord, Avro, FFRecord or OFRecord
     /// files plus a spec file).
     Gen(generate::Args),
-    /// Write a built-in dataset, read it back, check it and time it.
+    /// Write a built-in dataset, read it back, check it and time it. The
+    /// report is the output: stdout.
     Demo(demo::Args),
+    /// Print a shell completion script on stdout.
+    Completions(completions::Args),
 }
 
 /// Runs the chosen subcommand.
@@ -106,6 +116,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(args) => bench::run(args),
         Command::Gen(args) => generate::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Completions(args) => completions::run(args, Cli::command()),
     }
 }
 
@@ -118,6 +129,8 @@ fn main() -> ExitCode {
         Err(e) if out::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             let message = format!("{e:#}").replace('\n', " ");
+            // Standard input by its name, not its temporary file's.
+            let message = sources::shown(&message);
             eprintln!("grist: error: {message}");
             ExitCode::FAILURE
         }

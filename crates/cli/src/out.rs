@@ -29,6 +29,11 @@ impl Out {
         self.inner.write_all(b"\n")
     }
 
+    /// Writes `bytes` as they are (a completion script).
+    pub(crate) fn bytes(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.inner.write_all(bytes)
+    }
+
     /// Flushes what was written (call before reporting an error, so the
     /// good output comes first).
     pub(crate) fn flush(&mut self) -> io::Result<()> {

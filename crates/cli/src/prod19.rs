@@ -24,12 +24,12 @@ use grist_ofrecord::{DatasetWriter, OfRecordFormat};
 use grist_tensor::synth::{
     SplitMix64, prod19, prod19_example_specs, prod19_native, prod19_native_specs,
 };
-use grist_tensor::{
-    Batch, Column, DenseTensor, Format as _, NameMatch, SparseTensor, SpecFile, Tensor, Values,
-};
+use grist_tensor::{Batch, Format as _, NameMatch, SpecFile};
 use grist_tfrecord::RecordWriter;
 use rayon::prelude::*;
 use serde_json::json;
+
+use crate::rows::slice_rows;
 
 /// The formats prod19 is written in, each by its format crate's writer
 /// (reading goes through grist's registry, like every file).
@@ -315,15 +315,71 @@ pub(crate) fn size_in_storage(
 /// A chunk of encoded records, shared by the writers of one format.
 type Encoded = Arc<Vec<Vec<u8>>>;
 
+/// The text of the spec file of `format`: `{"features": [...]}`.
+pub(crate) fn spec_text(format: OutputFormat) -> anyhow::Result<String> {
+    let text = serde_json::to_string_pretty(&json!({ "features": spec_file(format).features }))?;
+    Ok(text + "\n")
+}
+
+/// The spec files [`write()`] writes into `dir` for `kinds`, each once.
+fn spec_paths(dir: &Address, kinds: &[FileKind]) -> Vec<(OutputFormat, Address)> {
+    let mut specs: Vec<(OutputFormat, Address)> = Vec::new();
+    for format in formats(kinds.iter().map(|k| k.format())) {
+        let path = spec_path(dir, format);
+        if !specs.iter().any(|(_, p)| *p == path) {
+            specs.push((format, path));
+        }
+    }
+    specs
+}
+
+/// Everything [`write()`] writes into `dir` for `kinds`: the spec files,
+/// then the data files (the folder, for OFRecord).
+pub(crate) fn outputs(dir: &Address, kinds: &[FileKind]) -> Vec<Address> {
+    let specs = spec_paths(dir, kinds).into_iter().map(|(_, p)| p);
+    specs
+        .chain(kinds.iter().map(|k| dir.join(&k.file_name())))
+        .collect()
+}
+
+/// The first of `paths` that exists in `storage`: a file, a folder, or an
+/// object-store prefix with objects under it (an OFRecord dataset).
+pub(crate) fn first_existing(
+    storage: &Storage,
+    paths: &[Address],
+) -> anyhow::Result<Option<Address>> {
+    for path in paths {
+        let stat = storage
+            .stat(path)
+            .with_context(|| format!("looking for {path}"))?;
+        let exists = match stat {
+            Some(_) => true,
+            None => match storage.list(path) {
+                Ok(entries) => !entries.is_empty(),
+                Err(e) if e.is_not_found() => false,
+                Err(e) => return Err(anyhow::Error::from(e).context(format!("listing {path}"))),
+            },
+        };
+        if exists {
+            return Ok(Some(path.clone()));
+        }
+    }
+    Ok(None)
+}
+
 /// Writes `records` records of prod19 seeded with `seed` into `dir`, one
 /// file (or OFRecord folder) per entry of `kinds` (see
 /// [`FileKind::file_name`]), and the spec file of each format among them
-/// (`{"features": [...]}`, see [`spec_path`]).
+/// (`{"features": [...]}`, see [`spec_path`]). Files already there are
+/// replaced (see [`outputs`] and [`first_existing`] to refuse that).
+/// `progress` is told the number of records generated each time a chunk
+/// has been handed to the writers.
 pub(crate) fn write(
     dir: &Address,
     records: u64,
     seed: u64,
     kinds: &[FileKind],
+    progress: &(dyn Fn(u64) + Sync),
 ) -> anyhow::Result<Dataset> {
     let start = Instant::now();
     let storage = crate::sources::storage()?;
@@ -331,15 +387,10 @@ pub(crate) fn write(
         .create_dir_all(dir)
         .with_context(|| format!("creating {dir}"))?;
     let mut specs = Vec::new();
-    for format in formats(kinds.iter().map(|k| k.format())) {
-        let path = spec_path(dir, format);
-        if specs.contains(&path) {
-            continue;
-        }
-        let text =
-            serde_json::to_string_pretty(&json!({ "features": spec_file(format).features }))?;
+    for (format, path) in spec_paths(dir, kinds) {
+        let text = spec_text(format)?;
         let mut out = storage.create(&path)?;
-        out.write_all((text + "\n").as_bytes())
+        out.write_all(text.as_bytes())
             .with_context(|| format!("writing {path}"))?;
         out.commit()?;
         specs.push(path);
@@ -368,7 +419,7 @@ pub(crate) fn write(
                 sink.finish()
             }));
         }
-        let produced = produce(records, seed, &senders);
+        let produced = produce(records, seed, &senders, progress);
         drop(senders);
         let mut counts = Vec::new();
         for handle in handles {
@@ -438,6 +489,7 @@ fn produce(
     records: u64,
     seed: u64,
     writers: &[(OutputFormat, mpsc::SyncSender<Encoded>)],
+    progress: &(dyn Fn(u64) + Sync),
 ) -> anyhow::Result<()> {
     let formats = formats(writers.iter().map(|(f, _)| *f));
     let window = rayon::current_num_threads().max(1) as u64;
@@ -458,6 +510,7 @@ fn produce(
                     .map_err(|_| anyhow::anyhow!("a writer stopped early"))?;
             }
         }
+        progress((end * CHUNK_ROWS).min(records));
         k = end;
     }
     Ok(())
@@ -545,78 +598,6 @@ fn first_difference(want: &Batch, got: &Batch) -> Option<String> {
         .zip(got.columns())
         .find(|(a, b)| a != b)
         .map(|(a, _)| format!("feature {:?}", a.name))
-}
-
-/// Rows `rows` of a batch of dense and sparse columns (sparse indices
-/// sorted by row, as decoders and `synth` produce them).
-fn slice_rows(batch: &Batch, rows: std::ops::Range<usize>) -> anyhow::Result<Batch> {
-    let n = rows.len();
-    let mut columns = Vec::with_capacity(batch.columns().len());
-    for c in batch.columns() {
-        let tensor = match &c.tensor {
-            Tensor::Dense(d) => {
-                let row_len: usize = d.shape.iter().skip(1).product();
-                let mut values = Values::new(d.dtype());
-                values.extend_from_range(&d.values, rows.start * row_len..rows.end * row_len);
-                let mut shape = d.shape.clone();
-                if let Some(first) = shape.first_mut() {
-                    *first = n;
-                }
-                Tensor::Dense(DenseTensor { shape, values })
-            }
-            Tensor::Sparse(s) => {
-                let rank = s.rank().max(1);
-                let row_of = |i: usize| s.indices[i * rank];
-                let nnz = s.nnz();
-                let lo = partition_point(nnz, |i| row_of(i) < rows.start as i64);
-                let hi = partition_point(nnz, |i| row_of(i) < rows.end as i64);
-                let mut indices = s.indices[lo * rank..hi * rank].to_vec();
-                for tuple in indices.chunks_mut(rank) {
-                    tuple[0] -= rows.start as i64;
-                }
-                let mut values = Values::new(s.dtype());
-                values.extend_from_range(&s.values, lo..hi);
-                let mut dense_shape = s.dense_shape.clone();
-                if let Some(first) = dense_shape.first_mut() {
-                    *first = n as i64;
-                }
-                Tensor::Sparse(SparseTensor {
-                    indices,
-                    values,
-                    dense_shape,
-                })
-            }
-            Tensor::Ragged(_) => bail!(
-                "feature {:?}: slicing ragged columns is not supported",
-                c.name
-            ),
-            _ => bail!(
-                "feature {:?}: slicing this column's layout is not supported",
-                c.name
-            ),
-        };
-        columns.push(Column {
-            name: c.name.clone(),
-            section: c.section,
-            tensor,
-        });
-    }
-    Ok(Batch::new(n, columns))
-}
-
-/// The first `i` in `0..n` for which `pred` is false (`pred` must be true
-/// then false over the range).
-fn partition_point(n: usize, pred: impl Fn(usize) -> bool) -> usize {
-    let (mut lo, mut hi) = (0, n);
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if pred(mid) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
 }
 
 #[cfg(test)]

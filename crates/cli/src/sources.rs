@@ -6,8 +6,9 @@
 //! format's files in the format's order. `--payload` is an option of the
 //! format (FFRecord's).
 
+use std::io::{IsTerminal as _, Write as _};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use anyhow::Context as _;
 use grist_tensor::{Format, Input, RegistryError};
@@ -62,6 +63,93 @@ fn retry_from(var: impl Fn(&str) -> Option<String>) -> anyhow::Result<grist::io:
         retry = retry.with_deadline(d);
     }
     Ok(retry)
+}
+
+/// How standard input is called in output lines and messages.
+pub(crate) const STDIN_NAME: &str = "<stdin>";
+
+/// The temporary file standard input was copied to, once it has been.
+static SPOOLED: OnceLock<String> = OnceLock::new();
+
+/// Standard input copied to a temporary file, removed when this is
+/// dropped (at the end of the command).
+#[derive(Debug)]
+pub(crate) struct Stdin {
+    _file: tempfile::TempPath,
+}
+
+/// `paths` with `-` (standard input) replaced by a temporary file holding
+/// what standard input holds, and the guard that removes that file.
+///
+/// Every format reads files by offset and size (FFRecord's header holds
+/// its samples' offsets), so standard input is read to its end first,
+/// into `$TMPDIR` rather than memory: a stream of any length fits, and
+/// then reads exactly as a file does, its format told by its content
+/// (TFRecord compression too) or by `--format`. Output begins once
+/// standard input is closed.
+pub(crate) fn with_stdin(paths: &[PathBuf]) -> anyhow::Result<(Vec<PathBuf>, Option<Stdin>)> {
+    let dashes = paths.iter().filter(|p| p.as_os_str() == "-").count();
+    if dashes == 0 {
+        return Ok((paths.to_vec(), None));
+    }
+    if dashes > 1 {
+        anyhow::bail!("- is given {dashes} times: standard input can be read only once");
+    }
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        anyhow::bail!(
+            "-: standard input is a terminal: pipe records into grist (`... | grist cat --raw -`) \
+             or name the file"
+        );
+    }
+    let spool = spool(&mut stdin.lock())?;
+    let path = spool.to_path_buf();
+    // Messages and output lines name standard input, not the spool.
+    let _ = SPOOLED.set(path.to_string_lossy().into_owned());
+    let paths = paths
+        .iter()
+        .map(|p| {
+            if p.as_os_str() == "-" {
+                path.clone()
+            } else {
+                p.clone()
+            }
+        })
+        .collect();
+    Ok((paths, Some(Stdin { _file: spool })))
+}
+
+/// Copies `input` to its end into a new temporary file.
+fn spool(input: &mut impl std::io::Read) -> anyhow::Result<tempfile::TempPath> {
+    let mut file = tempfile::Builder::new()
+        .prefix(".grist-stdin-")
+        .tempfile()
+        .context("-: creating a temporary file for standard input")?;
+    std::io::copy(input, file.as_file_mut())
+        .and_then(|_| file.as_file_mut().flush())
+        .context("-: copying standard input to a temporary file")?;
+    Ok(file.into_temp_path())
+}
+
+/// `text` with the temporary file standard input was copied to, if any,
+/// called [`STDIN_NAME`].
+pub(crate) fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    match SPOOLED.get() {
+        Some(spool) if text.contains(spool.as_str()) => text.replace(spool, STDIN_NAME).into(),
+        _ => text.into(),
+    }
+}
+
+/// [`shown`], padded to the temporary file's name's width, for the lines
+/// of a table whose columns were laid out with that name.
+pub(crate) fn shown_aligned(text: &str) -> std::borrow::Cow<'_, str> {
+    match SPOOLED.get() {
+        Some(spool) if text.contains(spool.as_str()) => {
+            let width = spool.chars().count();
+            text.replace(spool, &format!("{STDIN_NAME:<width$}")).into()
+        }
+        _ => text.into(),
+    }
 }
 
 /// The paths or URLs of the command line, as text.
@@ -255,6 +343,25 @@ mod tests {
         let bad = retry_from(|name| (name == "GRIST_REMOTE_DEADLINE").then(|| "soon".into()));
         let e = format!("{:#}", bad.unwrap_err());
         assert!(e.starts_with("GRIST_REMOTE_DEADLINE=\"soon\""), "{e}");
+    }
+
+    #[test]
+    fn stdin_is_spooled_whole() {
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let spool = spool(&mut &data[..]).unwrap();
+        assert_eq!(std::fs::read(&spool).unwrap(), data);
+        let path = spool.to_path_buf();
+        drop(spool);
+        assert!(!path.exists(), "the spool is removed");
+    }
+
+    #[test]
+    fn stdin_given_twice_is_refused() {
+        let e = with_stdin(&["-".into(), "a".into(), "-".into()]).unwrap_err();
+        assert!(e.to_string().contains("only once"), "{e}");
+        let (paths, guard) = with_stdin(&["a".into()]).unwrap();
+        assert_eq!(paths, [PathBuf::from("a")]);
+        assert!(guard.is_none());
     }
 
     #[test]

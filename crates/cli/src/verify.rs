@@ -14,7 +14,8 @@ use grist_tensor::{Location, VerifyFailure};
 
 use crate::fmt;
 use crate::out::Out;
-use crate::sources::FormatArg;
+use crate::progress::Progress;
+use crate::sources::{FormatArg, shown, with_stdin};
 
 /// Arguments of `grist verify`.
 #[derive(Debug, clap::Args)]
@@ -27,14 +28,15 @@ use crate::sources::FormatArg;
                         <FILE>.idx exists next to a TFRecord file it is checked against the \
                         file too. A folder stands for its files (FFRecord files, OFRecord \
                         parts, ...), each verified on its own. Exits with status 1 when any \
-                        file fails."
+                        file fails. The lines go to stdout; a progress bar of the files is drawn \
+                        on stderr when it is a terminal."
 )]
 pub(crate) struct Args {
     #[command(flatten)]
     format: FormatArg,
 
     /// Files, folders (each of their files verified on its own) or glob
-    /// patterns.
+    /// patterns; `-` is standard input (read to its end first).
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
 }
@@ -118,27 +120,34 @@ fn describe(failure: &VerifyFailure, file: &str, noun: &str) -> String {
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = Out::stdout();
     let mut failures: Vec<(String, String)> = Vec::new();
-    let inputs = args.format.expand_each(&args.files)?;
+    let (files, _stdin) = with_stdin(&args.files)?;
+    let inputs = args.format.expand_each(&files)?;
+    let bar = Progress::new(Some(inputs.len() as u64), "files");
     for (format, input) in &inputs {
         let name = input.name();
-        match format.verify(input) {
+        let shown_name = shown(name);
+        bar.message(&shown_name);
+        let verified = format.verify(input);
+        bar.inc(1);
+        match verified {
             Ok(v) => {
                 let details = match v.details.as_str() {
                     "" => String::new(),
                     d => format!(", {d}"),
                 };
                 out.line(format_args!(
-                    "OK      {name}  ({} records{details})",
+                    "OK      {shown_name}  ({} records{details})",
                     fmt::count(v.records)
                 ))?
             }
             Err(f) => {
-                let text = describe(&f, name, format.record_noun());
-                out.line(format_args!("FAILED  {name}  {text}"))?;
-                failures.push((name.to_string(), text));
+                let text = shown(&describe(&f, name, format.record_noun())).into_owned();
+                out.line(format_args!("FAILED  {shown_name}  {text}"))?;
+                failures.push((shown_name.into_owned(), text));
             }
         }
     }
+    bar.finish();
     out.flush()?;
     let Some((file, first)) = failures.first() else {
         return Ok(ExitCode::SUCCESS);

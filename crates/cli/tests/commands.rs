@@ -486,7 +486,7 @@ fn demo_writes_reads_back_and_checks() {
 fn gen_ffrecord_and_ofrecord() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("data");
-    let gen_format = |format: &str, out: &Path| {
+    let gen_format_with = |format: &str, extra: &[&str], out: &Path| {
         let args = [
             "gen",
             "prod19",
@@ -497,8 +497,12 @@ fn gen_ffrecord_and_ofrecord() {
             "--format",
             format,
         ];
-        grist_on(&[&args[..], &["--out"]].concat(), &[out.to_path_buf()])
+        grist_on(
+            &[&args[..], extra, &["--out"]].concat(),
+            &[out.to_path_buf()],
+        )
     };
+    let gen_format = |format: &str, out: &Path| gen_format_with(format, &[], out);
     for format in ["tfrecord", "ffrecord", "ofrecord"] {
         gen_format(format, &out).assert_ok(format);
     }
@@ -583,8 +587,8 @@ fn gen_ffrecord_and_ofrecord() {
     assert_eq!(doc["parts"].as_array().unwrap().len(), 4);
     assert_eq!(doc["features"].as_array().unwrap().len(), 19 + 5);
 
-    // The same seed gives the same bytes; a second run replaces the
-    // dataset's parts.
+    // The same seed gives the same bytes; a second run with --force
+    // replaces the dataset's parts (without, it is refused).
     let again = dir.path().join("again");
     gen_format("ffrecord", &again).assert_ok("gen again");
     assert_eq!(
@@ -592,11 +596,12 @@ fn gen_ffrecord_and_ofrecord() {
         std::fs::read(again.join("prod19.ffr")).unwrap()
     );
     let before = std::fs::read(&parts[2]).unwrap();
-    gen_format("ofrecord", &out).assert_ok("gen ofrecord over itself");
+    gen_format("ofrecord", &out).assert_failed("gen ofrecord over itself");
+    gen_format_with("ofrecord", &["--force"], &out).assert_ok("gen ofrecord over itself");
     assert_eq!(std::fs::read(&parts[2]).unwrap(), before);
     // A folder holding other files is not replaced.
     std::fs::write(of.join("notes.txt"), b"mine").unwrap();
-    let run = gen_format("ofrecord", &out);
+    let run = gen_format_with("ofrecord", &["--force"], &out);
     run.assert_failed("gen over a folder with other files");
     assert!(run.stderr.contains("notes.txt"), "{}", run.stderr);
     assert!(of.join("notes.txt").exists() && parts[0].exists());

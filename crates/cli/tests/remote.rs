@@ -361,11 +361,32 @@ fn gen_writes_to_s3() {
     let ffr = std::fs::metadata(bucket.join("ffrecord/prod19.ffr")).unwrap();
     assert!(ffr.len() > 8 << 20, "{} bytes", ffr.len());
 
-    // gen replaces the parts of an OFRecord dataset, and refuses a folder
-    // that holds anything else.
+    // gen refuses to replace an OFRecord dataset (a prefix) without
+    // --force; with it, replaces its parts, and refuses a folder that
+    // holds anything else.
     let dataset = bucket.join("ofrecord/prod19.ofrecord");
     let url = server.url("gen", "ofrecord");
-    let again = ["gen", "prod19", "--records", "300", "--format", "ofrecord"];
+    let unforced = [
+        "gen",
+        "prod19",
+        "--records",
+        "300",
+        "--format",
+        "ofrecord",
+        "--out",
+    ];
+    let run = on(&[&unforced[..], &[url.as_str()]].concat());
+    run.assert_failed("gen ofrecord over S3 without --force");
+    assert!(run.stderr.contains("prod19.ofrecord"), "{}", run.stderr);
+    let again = [
+        "gen",
+        "prod19",
+        "--records",
+        "300",
+        "--format",
+        "ofrecord",
+        "--force",
+    ];
     let mut args = again.to_vec();
     args.extend(["--out", url.as_str()]);
     on(&args).assert_ok("gen ofrecord again");

@@ -92,6 +92,37 @@ where
     }
 }
 
+/// Runs `grist` with `args`, `input` on its standard input.
+pub fn grist_stdin<I, S>(args: I, input: &[u8]) -> Run
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    use std::io::Write as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_grist"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running grist");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let input = input.to_vec();
+    // Written from another thread: grist may stop reading early (an error)
+    // while its output fills the pipes.
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let output = child.wait_with_output().expect("waiting for grist");
+    writer.join().expect("the writer thread");
+    Run {
+        ok: output.status.success(),
+        code: output.status.code(),
+        stdout: String::from_utf8(output.stdout).expect("stdout is UTF-8"),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
 /// Compares two manifest-form documents exactly (floats by bits).
 pub fn assert_json_eq(expected: &Value, actual: &Value, what: &str) {
     if let Err(m) = grist_tensor::json::compare_json(expected, actual) {

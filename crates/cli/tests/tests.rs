@@ -1,7 +1,8 @@
 //! Integration tests of the `grist` binary: the golden corpus
 //! (`../shared/corpus`) through `grist cat` and the other commands, for
 //! TFRecord, Avro, FFRecord and OFRecord, and smoke tests of the other
-//! commands.
+//! commands, and the command line's conventions (standard input, --limit,
+//! stdout for data and stderr for status, gen --force, completions).
 
 mod avro;
 mod commands;
@@ -9,5 +10,6 @@ mod corpus;
 mod detection;
 mod ffrecord;
 mod ofrecord;
+mod polish;
 mod remote;
 mod support;
