@@ -162,7 +162,8 @@ impl Format for OfRecordFormat {
         Ok(Box::new(OfRecordSink::create(storage, address)?))
     }
 
-    fn part_name(&self, part: usize) -> String {
+    fn part_name(&self, part: usize, options: &WriteOptions) -> String {
+        let _ = options;
         format!("part-{part:05}")
     }
 

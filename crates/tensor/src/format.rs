@@ -909,9 +909,12 @@ pub trait Format: Send + Sync + fmt::Debug {
     }
 
     /// The name of output file number `part` of a dataset written in this
-    /// format (`part-00000.tfrecord`). By default, `part-` and five digits
-    /// and the format's first extension.
-    fn part_name(&self, part: usize) -> String {
+    /// format under `options` (`part-00000.tfrecord`,
+    /// `part-00000.tfrecord.gz`: the name says what a reader needs to
+    /// know). By default, `part-` and five digits and the format's first
+    /// extension.
+    fn part_name(&self, part: usize, options: &WriteOptions) -> String {
+        let _ = options;
         let ext = self.extensions().first().copied().unwrap_or_default();
         let ext = if ext.starts_with('.') { ext } else { "" };
         format!("part-{part:05}{ext}")

@@ -182,6 +182,18 @@ impl Format for TfRecordFormat {
         Ok(Box::new(ExampleEncoder::new(spec, options)?))
     }
 
+    /// `part-00000.tfrecord`, with `.gz`, `.zz` or `.zst` after it for
+    /// compressed files (readers tell the compression by that suffix).
+    fn part_name(&self, part: usize, options: &WriteOptions) -> String {
+        let suffix = match crate::sink::compression(options) {
+            Ok(Compression::Gzip) => ".gz",
+            Ok(Compression::Zlib) => ".zz",
+            Ok(Compression::Zstd) => ".zst",
+            _ => "",
+        };
+        format!("part-{part:05}.tfrecord{suffix}")
+    }
+
     fn create(
         &self,
         storage: &grist_io::Storage,
