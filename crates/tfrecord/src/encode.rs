@@ -402,6 +402,14 @@ fn layout(t: &Tensor) -> &'static str {
 /// sequence `VarLenFeature` (every feature list gets the batch's number of
 /// steps).
 ///
+/// Values keep their meaning exactly: int64, float32 and string columns
+/// are written as they are, int32 and bool columns widened to int64 lists
+/// (a decoder whose spec says int32 or bool reads them back as such). A
+/// float64 column is refused with [`TensorError::UnsupportedSpec`]:
+/// tf.Example holds float32 only, and the round trip would not be exact
+/// ([`ExampleEncoder`](crate::ExampleEncoder) narrows it under
+/// [`Lossy::Allow`]).
+///
 /// Fails with [`TensorError::BadRagged`] (in [`Error::Spec`]) for a ragged
 /// tensor that no records describe, such as one a decoder with
 /// `validate: false` returned for inconsistent partitions, and with
