@@ -199,3 +199,42 @@ impl RecordSink for AvroSink {
         Ok(Written::new(summary.records, summary.bytes))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use grist_tensor::{DType, FeatureSpec};
+
+    use super::*;
+
+    fn spec() -> SpecFile {
+        SpecFile {
+            features: vec![
+                FeatureSpec::dense("id", DType::Int32, [2]),
+                FeatureSpec::sparse("sp", DType::Float64, "i", "v", 9),
+            ],
+            ..SpecFile::default()
+        }
+    }
+
+    #[test]
+    fn a_given_schema_must_encode_as_the_derived_one() {
+        let same = r#"{"type": "record", "name": "Mine", "namespace": "x.y", "doc": "d",
+            "fields": [
+              {"name": "id", "type": {"type": "array", "items": {"type": "int"}}, "doc": "ids"},
+              {"name": "sp", "type": {"type": "record", "name": "S", "fields": [
+                {"name": "indices0", "type": {"type": "array", "items": "long"}},
+                {"name": "values", "type": {"type": "array", "items": "double"}}]}}]}"#;
+        let e = DatumEncoder::new(&spec(), &WriteOptions::new().with_schema(same)).unwrap();
+        assert_eq!(e.schema(), same);
+        for (bad, says) in [
+            (same.replace("\"double\"", "\"float\""), "sp.values[]"),
+            (same.replace("\"id\"", "\"ids\""), "id"),
+            (same.replace("\"int\"", "\"long\""), "id[]"),
+        ] {
+            let err = DatumEncoder::new(&spec(), &WriteOptions::new().with_schema(bad))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(says), "{err}");
+        }
+    }
+}

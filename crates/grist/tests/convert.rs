@@ -231,6 +231,9 @@ fn compressed_outputs_read_back() {
         ("tfrecord", WriteOptions::new().with_compression("GZIP")),
         ("tfrecord", WriteOptions::new().with_compression("ZLIB")),
     ];
+    if grist::tfrecord::Compression::Zstd.is_enabled() {
+        cases.push(("tfrecord", WriteOptions::new().with_compression("ZSTD")));
+    }
     for codec in grist::avro::Codec::ALL.iter().filter(|c| c.is_enabled()) {
         cases.push(("avro", WriteOptions::new().with_codec(codec.name())));
     }
@@ -349,6 +352,14 @@ fn missing_optional_features_and_empty_inputs() {
         );
         assert_same(&source, &got, id);
     }
+    // No spec, no conversion (inference comes later), and nothing written.
+    let out = out_dir(dir.path(), "no-spec");
+    let err = grist::convert([&path], None, &ConvertTarget::new(format("avro"), &out)).unwrap_err();
+    assert!(
+        matches!(err, ConvertError::NeedsSpec { format: "TFRecord" }),
+        "{err}"
+    );
+    assert!(!Path::new(&out).exists());
     // An empty input gives one empty file, and a spec, that read as empty.
     let empty = dir.path().join("empty.tfrecord");
     std::fs::write(&empty, b"").unwrap();

@@ -876,7 +876,7 @@ pub trait Format: Send + Sync + fmt::Debug {
     /// error: the format cannot write.
     fn write_spec(&self, spec: &SpecFile, options: &WriteOptions) -> Result<SpecFile, BoxError> {
         let _ = (spec, options);
-        Err(self.cannot_write())
+        Err(cannot_write(self))
     }
 
     /// The encoder of batches described by `spec` into this format's
@@ -890,7 +890,7 @@ pub trait Format: Send + Sync + fmt::Debug {
         options: &WriteOptions,
     ) -> Result<Box<dyn Encoder>, BoxError> {
         let _ = (spec, options);
-        Err(self.cannot_write())
+        Err(cannot_write(self))
     }
 
     /// A new file of this format at `address` in `storage`, for records of
@@ -905,7 +905,7 @@ pub trait Format: Send + Sync + fmt::Debug {
         options: &WriteOptions,
     ) -> Result<Box<dyn RecordSink>, BoxError> {
         let _ = (storage, address, spec, options);
-        Err(self.cannot_write())
+        Err(cannot_write(self))
     }
 
     /// The name of output file number `part` of a dataset written in this
@@ -919,12 +919,11 @@ pub trait Format: Send + Sync + fmt::Debug {
         let ext = if ext.starts_with('.') { ext } else { "" };
         format!("part-{part:05}{ext}")
     }
+}
 
-    /// The error of a format that cannot write ("FORMAT cannot write").
-    #[doc(hidden)]
-    fn cannot_write(&self) -> BoxError {
-        Box::new(crate::TensorError::Unsupported {
-            what: format!("{} cannot write", self.name()),
-        })
-    }
+/// The error of a format that cannot write ("FORMAT cannot write").
+fn cannot_write(format: &(impl Format + ?Sized)) -> BoxError {
+    Box::new(crate::TensorError::Unsupported {
+        what: format!("{} cannot write", format.name()),
+    })
 }

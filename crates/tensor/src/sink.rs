@@ -123,7 +123,8 @@ pub trait Encoder: Send + Sync + fmt::Debug {
 pub struct Written {
     /// The records written.
     pub records: u64,
-    /// The bytes of the file (as stored: compressed, with framing).
+    /// The bytes written: the file's size (TFRecord: the framed bytes
+    /// before compression, the size of the file uncompressed).
     pub bytes: u64,
 }
 

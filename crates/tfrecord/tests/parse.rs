@@ -239,7 +239,11 @@ fn int32_and_bool_read_back_and_float64_is_refused() {
     assert_eq!(back, batch);
 
     for (feature, bad, shown) in [
-        ("i", ExampleBuilder::new().with_int64s("i", [0, 1 << 31]), "2147483648"),
+        (
+            "i",
+            ExampleBuilder::new().with_int64s("i", [0, 1 << 31]),
+            "2147483648",
+        ),
         (
             "b",
             ExampleBuilder::new()
