@@ -278,13 +278,6 @@ pub fn convert<P: Into<PathBuf>>(
         Split::Files(n) => n,
         Split::RecordsPerFile(_) => 1,
     };
-    storage
-        .create_dir_all(&out)
-        .map_err(|e| ConvertError::Write {
-            file: out.name().clone(),
-            source: Box::new(StorageError::new(out.name().clone(), e)),
-        })?;
-
     let mut loader = crate::loader()
         .with_storage(storage.clone())
         .with_paths(sources)
@@ -296,7 +289,15 @@ pub fn convert<P: Into<PathBuf>>(
     if let Some(f) = &target.source_format {
         loader = loader.with_format(f.clone());
     }
+    // The source's decoder refuses what it cannot read before any output
+    // exists, too.
     let mut loader = loader.build()?;
+    storage
+        .create_dir_all(&out)
+        .map_err(|e| ConvertError::Write {
+            file: out.name().clone(),
+            source: Box::new(StorageError::new(out.name().clone(), e)),
+        })?;
 
     let threads = target.threads;
 
@@ -357,7 +358,10 @@ pub fn convert<P: Into<PathBuf>>(
         // Stop the encoders and the reader: dropping the receiver makes
         // their sends fail.
         drop(rec_rx);
-        let read = reader.join().unwrap_or(Ok(()));
+        // A panic is a bug, not bad input: it goes on unwinding.
+        let read = reader
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         match failed {
             Some(e) => Err(e),
             None => read.map_err(ConvertError::from),
