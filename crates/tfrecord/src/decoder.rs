@@ -792,33 +792,40 @@ fn append(record: &[u8], f: &FeatureRef, out: &mut Values) -> wire::WireResult<u
     Ok(out.len() - before)
 }
 
+thread_local! {
+    /// The int64 values of a list on their way into an int32 or bool
+    /// column (reused: no allocation per record once it has grown).
+    static WIDE: std::cell::RefCell<Vec<i64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Appends an int64 list to an int32 or bool column (values written
 /// widened, as tf.Example has no narrower list): every value must fit
 /// (bools are 0 or 1), or the whole list is refused with [`NARROW`].
-#[cold]
 fn append_narrowed(record: &[u8], f: &FeatureRef, out: &mut Values) -> wire::WireResult<usize> {
-    let mut wide = Vec::new();
-    wire::int64_list(record, f, &mut wide)?;
-    let narrow = WireError {
-        reason: NARROW,
-        offset: 0,
-    };
-    match out {
-        Values::Int32(v) => {
-            if wide.iter().any(|&x| i32::try_from(x).is_err()) {
-                return Err(narrow);
+    WIDE.with_borrow_mut(|wide| {
+        wide.clear();
+        wire::int64_list(record, f, wide)?;
+        let narrow = WireError {
+            reason: NARROW,
+            offset: 0,
+        };
+        match out {
+            Values::Int32(v) => {
+                if wide.iter().any(|&x| i32::try_from(x).is_err()) {
+                    return Err(narrow);
+                }
+                v.extend(wide.iter().map(|&x| x as i32));
             }
-            v.extend(wide.iter().map(|&x| x as i32));
-        }
-        Values::Bool(v) => {
-            if wide.iter().any(|&x| !matches!(x, 0 | 1)) {
-                return Err(narrow);
+            Values::Bool(v) => {
+                if wide.iter().any(|&x| !matches!(x, 0 | 1)) {
+                    return Err(narrow);
+                }
+                v.extend(wide.iter().map(|&x| x == 1));
             }
-            v.extend(wide.iter().map(|&x| x == 1));
+            _ => return Err(narrow),
         }
-        _ => return Err(narrow),
-    }
-    Ok(wide.len())
+        Ok(wide.len())
+    })
 }
 
 /// The first value of an int64 list that does not fit `dtype`, as text.
