@@ -180,11 +180,14 @@ pub enum ConvertError {
         source: BoxError,
     },
     /// A batch could not be encoded.
-    #[error("records {first}..{end} of the input (in conversion order)")]
+    #[error("{at}: the batch of {} records from here", end - first)]
     Encode {
-        /// The first record of the batch.
+        /// Where the batch starts: its source file and record number in
+        /// it (when the sources could be counted again).
+        at: Box<Location>,
+        /// The batch's first record, counting all the sources in order.
         first: u64,
-        /// One past its last record.
+        /// One past its last record, counting likewise.
         end: u64,
         /// The cause (naming the feature).
         #[source]
@@ -338,6 +341,7 @@ pub fn convert<P: Into<PathBuf>>(
                     Ok(r) => r,
                     Err(source) => {
                         failed = Some(ConvertError::Encode {
+                            at: Box::new(locate(&*source_format, &inputs, next)),
                             first: next,
                             end,
                             source,
@@ -381,6 +385,24 @@ pub fn convert<P: Into<PathBuf>>(
         spec: written_spec,
         spec_address,
     })
+}
+
+/// Where record `n` of the conversion (counting every input's records in
+/// order) is: its file and its number there, found by counting the
+/// inputs again; the first input and `n` when counting fails.
+fn locate(format: &dyn Format, inputs: &[grist_tensor::Input], n: u64) -> Location {
+    let mut before = 0u64;
+    for input in inputs {
+        let Ok(count) = format.count(input, &grist_tensor::ReadOptions::default()) else {
+            break;
+        };
+        if n < before + count {
+            return Location::record(input.name().clone(), n - before);
+        }
+        before += count;
+    }
+    let file = inputs.first().map(|i| i.name().clone()).unwrap_or_default();
+    Location::record(file, n)
 }
 
 /// The loader's batches, numbered by their first record, into `tx` until
