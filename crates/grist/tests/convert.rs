@@ -449,5 +449,21 @@ fn converts_to_an_object_store() {
             &written_spec(&storage, &url),
         );
         assert_same(&source, &got, &format!("s3 {id}"));
+        // A sink dropped unfinished leaves no object.
+        let f = format(id);
+        let spec_b = written_spec(&storage, &url);
+        let options = WriteOptions::new();
+        let records = f
+            .encoder(&spec_b, &options)
+            .unwrap()
+            .encode(&got[0])
+            .unwrap();
+        let address = grist::Address::parse(&url).unwrap().join("dropped");
+        let mut sink = f.create(&storage, &address, &spec_b, &options).unwrap();
+        for r in &records {
+            sink.write(r).unwrap();
+        }
+        drop(sink);
+        assert!(storage.stat(&address).unwrap().is_none(), "{id}");
     }
 }
