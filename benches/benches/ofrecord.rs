@@ -44,7 +44,7 @@ fn decode(c: &mut Criterion) {
         (data, spans)
     };
     let (of_data, of_spans) =
-        contiguous(grist_ofrecord::encode_batch(&batch, &specs).expect("prod19 encodes"));
+        contiguous(grist_ofrecord::encode_batch(&batch, &spec_file).expect("prod19 encodes"));
     let (ex_data, ex_spans) =
         contiguous(grist_tfrecord::encode_batch(&batch, &spec_file).expect("prod19 encodes"));
     let ofrecords: Vec<&[u8]> = of_spans.iter().map(|r| &of_data[r.clone()]).collect();

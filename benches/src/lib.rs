@@ -49,7 +49,9 @@ pub fn prod19_avro(records: usize, seed: u64, codec: Codec) -> (Vec<FeatureSpec>
     while done < records {
         let n = (records - done).min(10_000);
         let batch = synth::prod19_native(n, seed.wrapping_add(done as u64));
-        for datum in grist_avro_tensor::encode_batch(&batch, &specs).expect("prod19 encodes") {
+        for datum in
+            grist_avro_tensor::encode_batch(&batch, &spec(specs.clone())).expect("prod19 encodes")
+        {
             w.append_datum(&datum).expect("in-memory write");
         }
         done += n;
@@ -87,7 +89,7 @@ pub fn prod19_files(dir: &Path, records: usize) -> Vec<DataFile> {
     let batch = synth::prod19(records, 42);
     let examples = encode_batch(&batch, &example_spec).expect("encodes");
     let native = synth::prod19_native(records, 42);
-    let datums = grist_avro_tensor::encode_batch(&native, &native_spec.features).expect("encodes");
+    let datums = grist_avro_tensor::encode_batch(&native, &native_spec).expect("encodes");
     let mut out = Vec::new();
     for (name, codec) in [("avro_null", Codec::Null), ("avro_deflate", Codec::Deflate)] {
         let path = dir.join(format!("{name}.avro"));
@@ -142,7 +144,7 @@ pub fn prod19_files(dir: &Path, records: usize) -> Vec<DataFile> {
     let mut w = grist_ofrecord::DatasetWriter::create(&of)
         .expect("creates")
         .with_records_per_part((records / 4).max(1) as u64);
-    for r in grist_ofrecord::encode_batch(&batch, &example_spec.features).expect("encodes") {
+    for r in grist_ofrecord::encode_batch(&batch, &example_spec).expect("encodes") {
         w.write_record(&r).expect("writes");
     }
     w.finish().expect("finishes");

@@ -503,7 +503,14 @@ pub fn valid_file(format: Kind, records: i64, gzip: bool) -> Vec<u8> {
                 decoder.decode(e, &at, &mut out).expect("a record");
             }
             let batch = out.finish().expect("a batch");
-            let datums = grist_avro_tensor::encode_batch(&batch, &specs).expect("the datums");
+            let datums = grist_avro_tensor::encode_batch(
+                &batch,
+                &grist_tensor::SpecFile {
+                    features: specs.clone(),
+                    ..Default::default()
+                },
+            )
+            .expect("the datums");
             let schema = grist_avro_tensor::schema_for_specs(&specs, "Row").expect("a schema");
             let options = grist_avro_tensor::WriterOptions::default().with_sync_interval(150);
             let mut w = grist_avro_tensor::ContainerWriter::new(Vec::new(), &schema, options)

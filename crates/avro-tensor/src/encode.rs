@@ -1,7 +1,7 @@
 //! Encoding batches as Avro datums: the schema derived from the specs, one
 //! datum per row, the inverse of [`AvroDecoder`](crate::AvroDecoder).
 
-use grist_tensor::{Batch, DType, FeatureSpec, Tensor, TensorError, UNKNOWN_DIM, Values};
+use grist_tensor::{Batch, DType, FeatureSpec, SpecFile, Tensor, TensorError, UNKNOWN_DIM, Values};
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
@@ -29,6 +29,15 @@ fn nest(mut t: Value, levels: usize) -> Value {
         t = json!({"type": "array", "items": t});
     }
     t
+}
+
+/// The refusal of a sequence spec.
+pub(crate) fn no_sequences() -> Error {
+    Error::Spec(TensorError::Unsupported {
+        what: "Avro records have no context and feature lists: \
+               a tf.SequenceExample spec cannot be written to Avro"
+            .into(),
+    })
 }
 
 fn bad(feature: &str, reason: impl Into<String>) -> Error {
@@ -191,8 +200,22 @@ fn rows_of(indices: &[i64], rank: usize, rows: usize) -> Vec<std::ops::Range<usi
 }
 
 /// Encodes every row of `batch` as one Avro datum of the schema
-/// [`schema_for_specs`] gives for `specs`.
-pub fn encode_batch(batch: &Batch, specs: &[FeatureSpec]) -> Result<Vec<Vec<u8>>> {
+/// [`schema_for_specs`] gives for `spec.features`, such that decoding the
+/// datums with the same specs gives the same batch. Every dtype has an
+/// Avro type (bool, int32, int64, float32, float64 and string become
+/// `boolean`, `int`, `long`, `float`, `double` and `bytes`): nothing is
+/// narrowed.
+///
+/// Takes a [`SpecFile`], as every grist `encode_batch` does (and
+/// [`Format::decoder`](grist_tensor::Format::decoder)); a sequence spec
+/// (tf.SequenceExample's context and feature lists) is refused with
+/// [`TensorError::Unsupported`] in [`Error::Spec`], as is a kind Avro
+/// does not write (ragged, fixed-length sequence).
+pub fn encode_batch(batch: &Batch, spec: &SpecFile) -> Result<Vec<Vec<u8>>> {
+    if spec.sequence {
+        return Err(no_sequences());
+    }
+    let specs = &spec.features;
     let rows = batch.rows();
     let mut out = vec![Vec::new(); rows];
     for s in specs {
@@ -258,8 +281,8 @@ pub fn encode_batch(batch: &Batch, specs: &[FeatureSpec]) -> Result<Vec<Vec<u8>>
 mod tests {
     use std::sync::Arc;
 
+    use grist_tensor::FeatureSpec;
     use grist_tensor::json::{batch_to_json, compare_json};
-    use grist_tensor::{FeatureSpec, SpecFile};
 
     use super::*;
     use crate::AvroDecoder;
@@ -275,6 +298,7 @@ mod tests {
                 {"name": "sp", "kind": "sparse", "dtype": "bool", "shape": [5, 3]}]"#,
         )
         .unwrap();
+        let spec_file = spec.clone();
         let specs: Vec<FeatureSpec> = spec.features;
         let schema = schema_for_specs(&specs, "T").unwrap();
         let parsed = apache_avro::Schema::parse_str(&schema).unwrap();
@@ -325,7 +349,7 @@ mod tests {
         d.decode_block(&file, 0, 0, &data, 3, 0..3, &mut out)
             .unwrap();
         let batch = d.finish(&mut out).unwrap();
-        let datums = encode_batch(&batch, &specs).unwrap();
+        let datums = encode_batch(&batch, &spec_file).unwrap();
         for datum in &datums {
             apache_avro::from_avro_datum(&parsed, &mut &datum[..], None).unwrap();
         }

@@ -7,10 +7,11 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use grist_tensor::Encoder as _;
 use grist_tensor::{
     BatchBuilder, BoxError, ByNumber, Chunk, ChunkPos, ChunkStream, FeatureSpec, Format, Input,
     InspectOptions, Limits, NameMatch, RandomAccess, RawRecord, ReadOptions, RecordOptions,
-    Records, Report, SpecFile, TensorError, Verified, VerifyFailure,
+    Records, Report, SpecFile, TensorError, Verified, VerifyFailure, WriteOptions,
 };
 
 use crate::codec::Codec;
@@ -19,6 +20,7 @@ use crate::decoder::AvroDecoder;
 use crate::error::Error;
 use crate::generic::{DatumSchema, datum_to_json};
 use crate::report;
+use crate::sink::{AvroSink, DatumEncoder};
 use crate::source::AvroStream;
 use grist_tensor::Location;
 
@@ -63,6 +65,29 @@ impl Format for AvroFormat {
 
     fn sniff(&self, head: &[u8], _size: u64) -> bool {
         head.starts_with(&MAGIC)
+    }
+
+    fn write_spec(&self, spec: &SpecFile, options: &WriteOptions) -> Result<SpecFile, BoxError> {
+        Ok(DatumEncoder::new(spec, options)?.spec().clone())
+    }
+
+    fn encoder(
+        &self,
+        spec: &SpecFile,
+        options: &WriteOptions,
+    ) -> Result<Box<dyn grist_tensor::Encoder>, BoxError> {
+        crate::sink::codec(options)?;
+        Ok(Box::new(DatumEncoder::new(spec, options)?))
+    }
+
+    fn create(
+        &self,
+        storage: &grist_io::Storage,
+        address: &grist_io::Address,
+        spec: &SpecFile,
+        options: &WriteOptions,
+    ) -> Result<Box<dyn grist_tensor::RecordSink>, BoxError> {
+        Ok(Box::new(AvroSink::create(storage, address, spec, options)?))
     }
 
     fn decoder(

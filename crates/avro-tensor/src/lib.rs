@@ -79,6 +79,7 @@ mod decoder;
 mod encode;
 mod plan;
 mod schema;
+mod sink;
 
 // -- datums read generically: boundaries, value trees, JSON --
 mod generic;
@@ -95,6 +96,7 @@ pub use error::{Error, Result};
 pub use format::AvroFormat;
 pub use generic::{AvroValue, Datum, DatumReader, DatumSchema, datum_to_json};
 pub use grist_tensor::{FeatureProblem, FormatError, Location};
+pub use sink::{DatumEncoder, RECORD_NAME};
 pub use source::{AvroSource, AvroStream};
 pub use writer::{ContainerWriter, WriteSummary, WriterOptions};
 

@@ -475,8 +475,8 @@ fn encoding(format: OutputFormat) -> OutputFormat {
 fn encode(batch: &Batch, format: OutputFormat) -> anyhow::Result<Vec<Vec<u8>>> {
     let spec = spec_file(format);
     Ok(match encoding(format) {
-        OutputFormat::Avro => grist_avro_tensor::encode_batch(batch, &spec.features)?,
-        OutputFormat::Ofrecord => grist_ofrecord::encode_batch(batch, &spec.features)?,
+        OutputFormat::Avro => grist_avro_tensor::encode_batch(batch, &spec)?,
+        OutputFormat::Ofrecord => grist_ofrecord::encode_batch(batch, &spec)?,
         OutputFormat::Tfrecord | OutputFormat::Ffrecord => {
             grist_tfrecord::encode_batch(batch, &spec)?
         }

@@ -198,10 +198,10 @@ fn usage_and_missing_files_fail_cleanly() {
     run.assert_failed("bad spec");
     assert!(run.stderr.contains("bad.json"), "{}", run.stderr);
     // A spec the format's decoder refuses is the spec file's fault too.
-    let spec = dir.path().join("int32.json");
+    let spec = dir.path().join("float64.json");
     std::fs::write(
         &spec,
-        r#"{"features": [{"name": "x", "kind": "dense", "dtype": "int32", "shape": []}]}"#,
+        r#"{"features": [{"name": "x", "kind": "dense", "dtype": "float64", "shape": []}]}"#,
     )
     .unwrap();
     let file = corpus::case("tfrecord", "tfr_example_basic").files[0].clone();
@@ -213,7 +213,7 @@ fn usage_and_missing_files_fail_cleanly() {
     ]);
     run.assert_failed("a spec tf.Example cannot provide");
     assert!(
-        run.stderr.contains("spec file") && run.stderr.contains("int32.json"),
+        run.stderr.contains("spec file") && run.stderr.contains("float64.json"),
         "{}",
         run.stderr
     );

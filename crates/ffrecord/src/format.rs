@@ -10,6 +10,7 @@ use grist_tensor::{
     BatchBuilder, BoxError, ByNumber, Chunk, ChunkPos, ChunkStream, FeatureSpec, Format, Gathered,
     Input, InspectOptions, Limits, NameMatch, RandomAccess, RawRecord, ReadOptions, Record,
     RecordOptions, RecordSource, Records, Report, SpecFile, TensorError, Verified, VerifyFailure,
+    WriteOptions,
 };
 
 use crate::decoder::PayloadDecoder;
@@ -159,6 +160,33 @@ impl Format for FfrFormat {
                 ),
             })),
         }
+    }
+
+    /// The spec of the payload's format (tf.Example or OFRecord): a
+    /// spec written in FFRecord reads back with the same payload.
+    fn write_spec(&self, spec: &SpecFile, options: &WriteOptions) -> Result<SpecFile, BoxError> {
+        let payload = crate::sink::payload(self.payload, options)?;
+        Ok(crate::sink::encoder(payload, spec, options)?.spec().clone())
+    }
+
+    fn encoder(
+        &self,
+        spec: &SpecFile,
+        options: &WriteOptions,
+    ) -> Result<Box<dyn grist_tensor::Encoder>, BoxError> {
+        crate::sink::encoder(crate::sink::payload(self.payload, options)?, spec, options)
+    }
+
+    fn create(
+        &self,
+        storage: &grist_io::Storage,
+        address: &grist_io::Address,
+        spec: &SpecFile,
+        options: &WriteOptions,
+    ) -> Result<Box<dyn grist_tensor::RecordSink>, BoxError> {
+        let _ = spec;
+        crate::sink::payload(self.payload, options)?;
+        Ok(Box::new(crate::sink::FfrSink::create(storage, address)?))
     }
 
     fn decoder(

@@ -67,6 +67,7 @@ mod format;
 mod header;
 mod reader;
 mod report;
+mod sink;
 mod source;
 mod writer;
 

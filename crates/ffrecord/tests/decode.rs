@@ -175,8 +175,9 @@ fn decode_errors_name_the_file_the_sample_and_the_feature() {
         ok.get("id").unwrap().as_dense().unwrap().values,
         Values::Int64(vec![4, 0])
     );
-    // Specs TensorFlow rejects are rejected when the decoder is built.
-    let bad = FeatureSpec::dense("id", DType::Bool, []);
+    // Specs tf.Example cannot hold are rejected when the decoder is built
+    // (int32 and bool read int64 lists; float64 has no list).
+    let bad = FeatureSpec::dense("id", DType::Float64, []);
     assert!(matches!(
         PayloadDecoder::example(&[bad]),
         Err(Error::Spec(_))

@@ -2,9 +2,43 @@
 //! files of `tf.train.Example` / `SequenceExample`, Avro object container
 //! files, HFAiLab's FFRecord and OneFlow's OFRecord.
 //!
+//! Any format converts to any other with [`convert`]: the sources (paths,
+//! folders, globs, object-store URLs) read by the loader, written as
+//! `part-00000.<ext>`, ... files of the target format with `spec.json`
+//! beside them, which reads them back as the sources read (here an Avro
+//! file with an int32 and a sparse feature becomes TFRecord):
+//!
+//! ```
+//! # let dir = tempfile::tempdir()?;
+//! # let (src, out) = (dir.path().join("in.avro"), dir.path().join("out"));
+//! # use grist::tensor::synth::{prod19_native, prod19_native_specs};
+//! # let native = grist::tensor::SpecFile { features: prod19_native_specs(), ..Default::default() };
+//! # let schema = grist::avro::schema_for_specs(&native.features, "Row")?;
+//! # let mut w = grist::avro::ContainerWriter::create(&src, &schema, Default::default())?;
+//! # for datum in grist::avro::encode_batch(&prod19_native(100, 1), &native)? {
+//! #     w.append_datum(&datum)?;
+//! # }
+//! # w.finish()?;
+//! use grist::tensor::{Lossy, SpecFile, WriteOptions};
+//!
+//! let spec = SpecFile::from_json(r#"[
+//!     {"name": "s_int", "kind": "dense", "dtype": "int32", "shape": []},
+//!     {"name": "sp_0", "kind": "sparse", "dtype": "float32", "shape": [50001]}]"#)?;
+//! let target = grist::ConvertTarget::new(grist::registry().get("tfrecord")?, out.to_str().unwrap())
+//!     .with_options(WriteOptions::new().with_compression("GZIP").with_lossy(Lossy::Refuse))
+//!     .with_records_per_file(40)
+//!     .with_threads(2);
+//! let report = grist::convert([&src], Some(&spec), &target)?;
+//! assert_eq!((report.records, report.files.len()), (100, 3));
+//!
+//! let back = grist::loader().with_path(&out).with_spec_path(out.join("spec.json")).build()?;
+//! assert_eq!(back.map(|b| b.map(|b| b.rows())).sum::<Result<usize, _>>()?, 100);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! This crate is the front door. It holds the [`registry`] of the formats
-//! (which format a file is in: by name, then by content), and [`loader`],
-//! a [`LoaderBuilder`] that knows them all. The format crates are
+//! (which format a file is in: by name, then by content), [`loader`],
+//! a [`LoaderBuilder`] that knows them all, and [`convert`]. The format crates are
 //! re-exported whole ([`tfrecord`], [`avro`], [`ffrecord`], [`ofrecord`],
 //! [`tensor`]), the storage layer as [`io`], the loader's types at the
 //! root.
@@ -46,6 +80,10 @@
 #![forbid(unsafe_code)]
 
 use std::sync::Arc;
+
+mod convert;
+
+pub use convert::{ConvertError, ConvertReport, ConvertTarget, SPEC_FILE, Split, convert};
 
 pub use grist_avro_tensor as avro;
 pub use grist_ffrecord as ffrecord;

@@ -9,6 +9,7 @@ mod fixture;
 #[allow(dead_code)]
 mod support;
 
+mod convert;
 mod corpus;
 mod detection;
 mod faults;

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use grist_tensor::{Batch, FeatureSpec, Tensor, TensorError, Values};
+use grist_tensor::{Batch, FeatureSpec, SpecFile, Tensor, TensorError, Values};
 use prost::Message;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
 
@@ -184,6 +184,15 @@ fn list_of(name: &str, values: &Values, range: std::ops::Range<usize>) -> Result
     Ok(proto::Feature { kind: Some(kind) })
 }
 
+/// The refusal of a sequence spec.
+pub(crate) fn no_sequences() -> Error {
+    Error::Spec(TensorError::Unsupported {
+        what: "OFRecords have no context and feature lists: \
+               a tf.SequenceExample spec cannot be written as OFRecords"
+            .into(),
+    })
+}
+
 fn unfit(name: &str, reason: impl Into<String>) -> Error {
     Error::Spec(TensorError::InvalidSpec {
         feature: name.to_string(),
@@ -225,26 +234,36 @@ fn rows_of_coo(indices: &[i64], rank: usize, rows: usize) -> Result<Vec<std::ops
 /// spec, or for a `RaggedFeature` with row-split, row-length, row-start,
 /// row-limit or value-rowid partitions, which this writer does not write.
 ///
+/// Takes a [`SpecFile`], as every grist `encode_batch` does (and
+/// [`Format::decoder`](grist_tensor::Format::decoder)); a sequence spec
+/// is refused ([`TensorError::Unsupported`] in [`Error::Spec`]): OFRecords
+/// have no feature lists.
+///
 /// ```
 /// use grist_ofrecord::{OfRecordDecoder, RecordBuilder, encode_batch};
-/// use grist_tensor::{DType, FeatureSpec};
+/// use grist_tensor::{DType, FeatureSpec, SpecFile};
 ///
 /// let specs = [
 ///     FeatureSpec::dense("label", DType::Int64, []),
 ///     FeatureSpec::varlen("x", DType::Float32),
 /// ];
+/// let spec = SpecFile { features: specs.to_vec(), ..SpecFile::default() };
 /// let mut decoder = OfRecordDecoder::new(&specs)?;
 /// let written: Vec<Vec<u8>> = (0..4)
 ///     .map(|i| RecordBuilder::new().with_int64s("label", [i]).with_floats("x", vec![0.5; i as usize]).encode())
 ///     .collect();
 /// let batch = decoder.decode_batch(&"mem".into(), 0, written.iter().map(|r| &r[..]))?;
 ///
-/// let records = encode_batch(&batch, &specs)?;
+/// let records = encode_batch(&batch, &spec)?;
 /// let back = decoder.decode_batch(&"mem".into(), 0, records.iter().map(|r| &r[..]))?;
 /// assert_eq!(back, batch);
 /// # Ok::<(), grist_ofrecord::Error>(())
 /// ```
-pub fn encode_batch(batch: &Batch, specs: &[FeatureSpec]) -> Result<Vec<Vec<u8>>> {
+pub fn encode_batch(batch: &Batch, spec: &SpecFile) -> Result<Vec<Vec<u8>>> {
+    if spec.sequence {
+        return Err(no_sequences());
+    }
+    let specs = &spec.features;
     let rows = batch.rows();
     let mut records: Vec<BTreeMap<String, proto::Feature>> = vec![BTreeMap::new(); rows];
     for spec in specs {

@@ -13,7 +13,7 @@ use grist_tensor::{
     BatchBuilder, BoxError, ByNumber, Chunk, ChunkPos, ChunkStream, FeatureSpec, Format,
     FramedFile, FramedFiles, Gathered, Input, InspectOptions, Limits, NameMatch, RandomAccess,
     RawRecord, ReadOptions, Record, RecordOptions, Records, Report, SpecFile, TensorError,
-    Verified, VerifyFailure,
+    Verified, VerifyFailure, WriteOptions,
 };
 
 use crate::dataset::PartNaming;
@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::framing::{Decoded, FrameDecoder, ReaderOptions};
 use crate::record::Record as OfRecord;
 use crate::report;
+use crate::sink::{OfRecordEncoder, OfRecordSink};
 use crate::source::OfStream;
 use grist_tensor::Location;
 
@@ -129,6 +130,41 @@ impl Format for OfRecordFormat {
             }
         }
         Ok(parts.into_iter().map(|(_, f)| f).collect())
+    }
+
+    fn write_spec(
+        &self,
+        spec: &SpecFile,
+        options: &WriteOptions,
+    ) -> std::result::Result<SpecFile, BoxError> {
+        Ok(grist_tensor::Encoder::spec(&OfRecordEncoder::new(spec, options)?).clone())
+    }
+
+    fn encoder(
+        &self,
+        spec: &SpecFile,
+        options: &WriteOptions,
+    ) -> std::result::Result<Box<dyn grist_tensor::Encoder>, BoxError> {
+        Ok(Box::new(OfRecordEncoder::new(spec, options)?))
+    }
+
+    /// One part file at `address` (name it `part-<digits>`, as
+    /// [`part_name`](Format::part_name) does, for it to be found as a
+    /// part of a dataset).
+    fn create(
+        &self,
+        storage: &grist_io::Storage,
+        address: &grist_io::Address,
+        spec: &SpecFile,
+        options: &WriteOptions,
+    ) -> std::result::Result<Box<dyn grist_tensor::RecordSink>, BoxError> {
+        let _ = (spec, options);
+        Ok(Box::new(OfRecordSink::create(storage, address)?))
+    }
+
+    fn part_name(&self, part: usize, options: &WriteOptions) -> String {
+        let _ = options;
+        format!("part-{part:05}")
     }
 
     fn decoder(

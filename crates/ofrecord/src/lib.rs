@@ -103,6 +103,7 @@ mod encode;
 mod plan;
 mod record;
 mod report;
+mod sink;
 mod wire;
 
 pub use dataset::{
@@ -123,6 +124,7 @@ pub use framing::{
 pub use grist_tensor::{FeatureProblem, FormatError, Location};
 pub use plan::{BytesSpec, Field, RawDType, RawSpec};
 pub use record::{FeatureValue, MAX_INLINE_BYTES, Record};
+pub use sink::OfRecordEncoder;
 pub use source::{OfRecordSource, OfStream};
 pub use wire::ListKind;
 pub use writer::{DatasetSummary, DatasetWriter, RecordWriter};

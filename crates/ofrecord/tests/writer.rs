@@ -181,7 +181,7 @@ fn batches_round_trip_through_records() {
     // prod19: dense and SparseFeature columns.
     let specs = prod19_example_specs();
     let batch = prod19(64, 7);
-    let records = encode_batch(&batch, &specs).unwrap();
+    let records = encode_batch(&batch, &spec_file(&specs)).unwrap();
     let mut decoder = OfRecordDecoder::new(&specs).unwrap();
     let back = decoder
         .decode_batch(&"mem".into(), 0, records.iter().map(|r| &r[..]))
@@ -233,7 +233,7 @@ fn batches_round_trip_through_records() {
         batch.get("b").unwrap().as_dense().unwrap().values,
         Values::Bool(vec![false, true, false, true, false])
     );
-    let again = encode_batch(&batch, &specs).unwrap();
+    let again = encode_batch(&batch, &spec_file(&specs)).unwrap();
     let back = decoder
         .decode_batch(&"mem".into(), 0, again.iter().map(|r| &r[..]))
         .unwrap();
@@ -249,7 +249,7 @@ fn batches_round_trip_through_records() {
         validate: false,
         tf_class: None,
     });
-    let err = encode_batch(&batch, &[ragged]).unwrap_err();
+    let err = encode_batch(&batch, &spec_file(&[ragged])).unwrap_err();
     assert!(err.to_string().contains("\"s\""), "{err}");
 }
 
@@ -303,4 +303,11 @@ fn huge_buffer_and_chunk_sizes_are_lowered() {
             .unwrap()
             .is_none()
     );
+}
+
+fn spec_file(specs: &[grist_tensor::FeatureSpec]) -> grist_tensor::SpecFile {
+    grist_tensor::SpecFile {
+        features: specs.to_vec(),
+        ..Default::default()
+    }
 }

@@ -35,7 +35,10 @@ use bytes::Bytes;
 use grist_io::{Address, BufferPool, Object, Storage};
 use serde::{Deserialize, Serialize};
 
-use crate::{Access, BatchBuilder, BoxError, Chunk, FeatureSpec, Limits, SpecFile, StorageError};
+use crate::{
+    Access, BatchBuilder, BoxError, Chunk, Encoder, FeatureSpec, Limits, RecordSink, SpecFile,
+    StorageError, WriteOptions,
+};
 
 /// A file's header as its format reads it (Avro: the writer schema and the
 /// codec), shared by the file's chunks; the format's decoder downcasts it.
@@ -863,4 +866,64 @@ pub trait Format: Send + Sync + fmt::Debug {
         let _ = input;
         None
     }
+
+    /// `spec` in this format's own form, as records written for it read
+    /// back (sparse features in tf.Example or ATDS form, dtypes the
+    /// format reads back; see [`spec_in_form`](crate::spec_in_form)), or
+    /// an error naming the first feature this format cannot write under
+    /// `options` (a float64 feature where the format holds only float32,
+    /// unless [`Lossy::Allow`](crate::Lossy::Allow)). By default, an
+    /// error: the format cannot write.
+    fn write_spec(&self, spec: &SpecFile, options: &WriteOptions) -> Result<SpecFile, BoxError> {
+        let _ = (spec, options);
+        Err(cannot_write(self))
+    }
+
+    /// The encoder of batches described by `spec` into this format's
+    /// records, refusing (before any output exists, naming the feature)
+    /// what the format cannot represent; its [`Encoder::spec`] is
+    /// [`write_spec`](Self::write_spec)'s. By default, an error: the
+    /// format cannot write.
+    fn encoder(
+        &self,
+        spec: &SpecFile,
+        options: &WriteOptions,
+    ) -> Result<Box<dyn Encoder>, BoxError> {
+        let _ = (spec, options);
+        Err(cannot_write(self))
+    }
+
+    /// A new file of this format at `address` in `storage`, for records of
+    /// [`encoder`](Self::encoder)`(spec, options)`: nothing is visible
+    /// under `address` until [`RecordSink::finish`]. By default, an
+    /// error: the format cannot write.
+    fn create(
+        &self,
+        storage: &Storage,
+        address: &Address,
+        spec: &SpecFile,
+        options: &WriteOptions,
+    ) -> Result<Box<dyn RecordSink>, BoxError> {
+        let _ = (storage, address, spec, options);
+        Err(cannot_write(self))
+    }
+
+    /// The name of output file number `part` of a dataset written in this
+    /// format under `options` (`part-00000.tfrecord`,
+    /// `part-00000.tfrecord.gz`: the name says what a reader needs to
+    /// know). By default, `part-` and five digits and the format's first
+    /// extension.
+    fn part_name(&self, part: usize, options: &WriteOptions) -> String {
+        let _ = options;
+        let ext = self.extensions().first().copied().unwrap_or_default();
+        let ext = if ext.starts_with('.') { ext } else { "" };
+        format!("part-{part:05}{ext}")
+    }
+}
+
+/// The error of a format that cannot write ("FORMAT cannot write").
+fn cannot_write(format: &(impl Format + ?Sized)) -> BoxError {
+    Box::new(crate::TensorError::Unsupported {
+        what: format!("{} cannot write", format.name()),
+    })
 }

@@ -66,10 +66,12 @@ mod gather;
 pub mod json;
 mod limits;
 mod location;
+mod mapping;
 #[cfg(feature = "ndarray")]
 mod ndarray;
 mod prefetch;
 mod registry;
+mod sink;
 mod source;
 mod spec;
 mod tensor;
@@ -120,11 +122,16 @@ pub use gather::{FramedFile, FramedFiles, within_waste, within_waste_remote};
 pub use grist_io::Access;
 pub use limits::Limits;
 pub use location::{BoxError, ErrorKind, FeatureProblem, FormatError, Location, StorageError};
+pub use mapping::{
+    SpecForm, feature_in_form, features_mut, sparse_index_key, sparse_value_key, spec_in_form,
+    with_dtype,
+};
 #[cfg(feature = "ndarray")]
 pub use ndarray::Element;
 #[doc(hidden)]
 pub use prefetch::{PREFETCH_FAR, PREFETCH_NEAR, prefetch_ahead, warm};
 pub use registry::{Registry, RegistryError, SNIFF_BYTES};
+pub use sink::{Encoder, Lossy, RecordSink, WriteOptions, Written};
 pub use source::{Chunk, MAX_IO_BUFFER, RecordLayout, RecordSource};
 pub use spec::{
     DenseSpec, FeatureSpec, FixedLenSequenceSpec, MAX_DEFAULT_VALUES, OneOrMany, Partition,

@@ -266,11 +266,7 @@ impl ExampleDecoder {
                 SequencePlan::Dense {
                     dtype, item_shape, ..
                 } => {
-                    let zero = match dtype {
-                        DType::Int64 => Values::Int64(vec![0]),
-                        DType::Float32 => Values::Float32(vec![0.0]),
-                        _ => Values::String([&b""[..]].into_iter().collect()),
-                    };
+                    let zero = crate::plan::zero(*dtype);
                     b.push_sequence_column(
                         name.clone(),
                         PaddedBuilder::new(item_shape.clone(), zero).with_limits(self.limits),
@@ -767,11 +763,18 @@ fn scan_sequence(
 
 fn wanted_kind(dtype: DType) -> Kind {
     match dtype {
-        DType::Int64 => Kind::Int64,
+        // int32 and bool are written as int64 lists (widened) and read
+        // back narrowed.
+        DType::Int64 | DType::Int32 | DType::Bool => Kind::Int64,
         DType::Float32 => Kind::Float,
         _ => Kind::Bytes,
     }
 }
+
+/// The reason of the [`wire::WireError`] of an int64 value that does not
+/// fit the column's int32 or bool dtype ([`Ctx::append`] turns it into
+/// [`FeatureProblem::Unrepresentable`]).
+const NARROW: &str = "an int64 value does not fit the spec's dtype";
 
 /// Appends a feature's values to a value list of its dtype, returning the
 /// number appended.
@@ -782,10 +785,60 @@ fn append(record: &[u8], f: &FeatureRef, out: &mut Values) -> wire::WireResult<u
         Values::Int64(v) => wire::int64_list(record, f, v)?,
         Values::Float32(v) => wire::float_list(record, f, v)?,
         Values::String(v) => wire::bytes_list(record, f, v)?,
-        // Plans only build int64, float32 and string columns.
+        Values::Int32(_) | Values::Bool(_) => return append_narrowed(record, f, out),
+        // Plans only build int64, int32, bool, float32 and string columns.
         _ => {}
     }
     Ok(out.len() - before)
+}
+
+thread_local! {
+    /// The int64 values of a list on their way into an int32 or bool
+    /// column (reused: no allocation per record once it has grown).
+    static WIDE: std::cell::RefCell<Vec<i64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Appends an int64 list to an int32 or bool column (values written
+/// widened, as tf.Example has no narrower list): every value must fit
+/// (bools are 0 or 1), or the whole list is refused with [`NARROW`].
+fn append_narrowed(record: &[u8], f: &FeatureRef, out: &mut Values) -> wire::WireResult<usize> {
+    WIDE.with_borrow_mut(|wide| {
+        wide.clear();
+        wire::int64_list(record, f, wide)?;
+        let narrow = WireError {
+            reason: NARROW,
+            offset: 0,
+        };
+        match out {
+            Values::Int32(v) => {
+                if wide.iter().any(|&x| i32::try_from(x).is_err()) {
+                    return Err(narrow);
+                }
+                v.extend(wide.iter().map(|&x| x as i32));
+            }
+            Values::Bool(v) => {
+                if wide.iter().any(|&x| !matches!(x, 0 | 1)) {
+                    return Err(narrow);
+                }
+                v.extend(wide.iter().map(|&x| x == 1));
+            }
+            _ => return Err(narrow),
+        }
+        Ok(wide.len())
+    })
+}
+
+/// The first value of an int64 list that does not fit `dtype`, as text.
+#[cold]
+fn unfit_value(record: &[u8], f: &FeatureRef, dtype: DType) -> String {
+    let mut wide = Vec::new();
+    let _ = wire::int64_list(record, f, &mut wide);
+    wide.into_iter()
+        .find(|&x| match dtype {
+            DType::Bool => !matches!(x, 0 | 1),
+            _ => i32::try_from(x).is_err(),
+        })
+        .map_or_else(String::new, |x| x.to_string())
 }
 
 /// The per-record context for filling columns.
@@ -808,6 +861,27 @@ impl<'r> Ctx<'r> {
             message: "Feature",
             reason: e.reason,
             offset: e.offset,
+        })
+    }
+
+    /// [`append`], its errors reported: a value that does not fit the
+    /// column's int32 or bool dtype as a problem of feature `name`, the
+    /// rest as malformed records.
+    #[inline]
+    fn append(&self, name: &str, f: &FeatureRef, out: &mut Values) -> Hot<usize> {
+        append(self.record, f, out).map_err(|e| {
+            if e.reason == NARROW {
+                let dtype = out.dtype();
+                self.problem(
+                    name,
+                    FeatureProblem::Unrepresentable {
+                        value: unfit_value(self.record, f, dtype),
+                        dtype: dtype.name(),
+                    },
+                )
+            } else {
+                self.malformed(e)
+            }
         })
     }
 
@@ -860,8 +934,7 @@ impl<'r> Ctx<'r> {
             ) => {
                 match self.feature(*key, *dtype)? {
                     Some(f) => {
-                        let n = append(self.record, &f, &mut b.values)
-                            .map_err(|e| self.malformed(e))?;
+                        let n = self.append(name, &f, &mut b.values)?;
                         if n != *row_len {
                             return Err(self.problem(
                                 name,
@@ -882,8 +955,7 @@ impl<'r> Ctx<'r> {
             }
             (ColumnPlan::Varlen { key, dtype }, ColumnBuilder::Sparse(b)) => {
                 if let Some(f) = self.feature(*key, *dtype)? {
-                    let n =
-                        append(self.record, &f, &mut b.values).map_err(|e| self.malformed(e))?;
+                    let n = self.append(name, &f, &mut b.values)?;
                     let row = self.row;
                     b.indices.reserve(2 * n);
                     for j in 0..n as i64 {
@@ -922,7 +994,7 @@ impl<'r> Ctx<'r> {
                 ColumnBuilder::Ragged(b),
             ) => {
                 if let Some(f) = self.feature(*value_key, *dtype)? {
-                    append(self.record, &f, &mut b.values).map_err(|e| self.malformed(e))?;
+                    self.append(name, &f, &mut b.values)?;
                 }
                 for (i, (_, key)) in partitions.iter().enumerate() {
                     if let Some(key) = key {
@@ -945,8 +1017,7 @@ impl<'r> Ctx<'r> {
             ) => {
                 let mut steps = 0;
                 if let Some(f) = self.feature(*key, *dtype)? {
-                    let n =
-                        append(self.record, &f, &mut b.values).map_err(|e| self.malformed(e))?;
+                    let n = self.append(name, &f, &mut b.values)?;
                     if *item_len == 0 {
                         if n != 0 {
                             return Err(self.problem(
@@ -987,7 +1058,7 @@ impl<'r> Ctx<'r> {
     ) -> Hot<()> {
         let start = b.values.len();
         let nnz = match self.feature(value_key, dtype)? {
-            Some(f) => append(self.record, &f, &mut b.values).map_err(|e| self.malformed(e))?,
+            Some(f) => self.append(name, &f, &mut b.values)?,
             None => 0,
         };
         for (k, &key) in index_keys.iter().enumerate() {
@@ -1045,9 +1116,7 @@ impl<'r> Ctx<'r> {
                 };
                 self.for_each_step(list, dtype, name, |f| {
                     let n = match f {
-                        Some(f) => {
-                            append(self.record, &f, &mut b.values).map_err(|e| self.malformed(e))?
-                        }
+                        Some(f) => self.append(name, &f, &mut b.values)?,
                         None => 0,
                     };
                     if n != *item_len {
@@ -1071,8 +1140,7 @@ impl<'r> Ctx<'r> {
                     let mut max_values = 0i64;
                     self.for_each_step(list, dtype, name, |f| {
                         let n = match f {
-                            Some(f) => append(self.record, &f, &mut b.values)
-                                .map_err(|e| self.malformed(e))?,
+                            Some(f) => self.append(name, &f, &mut b.values)?,
                             None => 0,
                         };
                         for j in 0..n as i64 {
@@ -1091,9 +1159,7 @@ impl<'r> Ctx<'r> {
                     let (values, partitions) = (&mut b.values, &mut b.partitions);
                     self.for_each_step(list, dtype, name, |f| {
                         let n = match f {
-                            Some(f) => {
-                                append(self.record, &f, values).map_err(|e| self.malformed(e))?
-                            }
+                            Some(f) => self.append(name, &f, values)?,
                             None => 0,
                         };
                         partitions[0].values.push(n as i64);

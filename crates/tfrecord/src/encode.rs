@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use grist_tensor::{
-    Batch, FeatureSpec, Partition, RaggedTensor, Section, SpecFile, Tensor, TensorError, Values,
+    Batch, FeatureSpec, Lossy, Partition, RaggedTensor, Section, SpecFile, Tensor, TensorError,
+    Values,
 };
 use prost::Message;
 
@@ -113,13 +114,17 @@ fn feature_of(
     name: &str,
     values: &Values,
     range: std::ops::Range<usize>,
+    lossy: Lossy,
 ) -> Result<proto::Feature> {
     Ok(match values {
         Values::Int64(v) => int64_feature(v[range].iter().copied()),
         Values::Int32(v) => int64_feature(v[range].iter().map(|&x| x as i64)),
         Values::Bool(v) => int64_feature(v[range].iter().map(|&x| x as i64)),
         Values::Float32(v) => float_feature(v[range].iter().copied()),
-        Values::Float64(v) => float_feature(v[range].iter().map(|&x| x as f32)),
+        Values::Float64(v) if lossy == Lossy::Allow => {
+            float_feature(v[range].iter().map(|&x| x as f32))
+        }
+        Values::Float64(_) => return Err(narrowing(name)),
         Values::String(s) => bytes_feature(range.map(|i| s.get(i).unwrap_or_default())),
         other => {
             return Err(Error::Spec(TensorError::Unsupported {
@@ -129,6 +134,18 @@ fn feature_of(
                 ),
             }));
         }
+    })
+}
+
+/// The refusal of a float64 feature written without [`Lossy::Allow`].
+pub(crate) fn narrowing(name: &str) -> Error {
+    Error::Spec(TensorError::UnsupportedSpec {
+        feature: name.to_string(),
+        format: "tf.Example",
+        kind: "float64",
+        reason: "tf.Example holds float32, not float64: writing would lose precision \
+                 (allow it with Lossy::Allow)"
+            .into(),
     })
 }
 
@@ -230,6 +247,7 @@ fn encode_column(
     spec: &FeatureSpec,
     tensor: &Tensor,
     rows: usize,
+    lossy: Lossy,
     out: &mut [BTreeMap<String, proto::Feature>],
 ) -> Result<()> {
     let name = spec.name();
@@ -240,7 +258,7 @@ fn encode_column(
             for (r, features) in out.iter_mut().enumerate() {
                 features.insert(
                     name.to_string(),
-                    feature_of(name, &d.values, r * row_len..(r + 1) * row_len)?,
+                    feature_of(name, &d.values, r * row_len..(r + 1) * row_len, lossy)?,
                 );
             }
         }
@@ -249,7 +267,7 @@ fn encode_column(
                 .into_iter()
                 .enumerate()
             {
-                out[r].insert(name.to_string(), feature_of(name, &s.values, range)?);
+                out[r].insert(name.to_string(), feature_of(name, &s.values, range, lossy)?);
             }
         }
         (FeatureSpec::Sparse(sp), Tensor::Sparse(s)) => {
@@ -265,7 +283,10 @@ fn encode_column(
                     let ids = range.clone().map(|i| s.indices[i * rank + 1 + k]);
                     out[r].insert(key.clone(), int64_feature(ids));
                 }
-                out[r].insert(value_key.clone(), feature_of(name, &s.values, range)?);
+                out[r].insert(
+                    value_key.clone(),
+                    feature_of(name, &s.values, range, lossy)?,
+                );
             }
         }
         (FeatureSpec::Ragged(rs), Tensor::Ragged(t)) => {
@@ -295,6 +316,7 @@ fn encode_column(
                         name,
                         &t.flat_values.values,
                         values.start * inner..values.end * inner,
+                        lossy,
                     )?,
                 );
                 for &(level, p) in &keyed {
@@ -380,11 +402,25 @@ fn layout(t: &Tensor) -> &'static str {
 /// sequence `VarLenFeature` (every feature list gets the batch's number of
 /// steps).
 ///
+/// Values keep their meaning exactly: int64, float32 and string columns
+/// are written as they are, int32 and bool columns widened to int64 lists
+/// (a decoder whose spec says int32 or bool reads them back as such). A
+/// float64 column is refused with [`TensorError::UnsupportedSpec`]:
+/// tf.Example holds float32 only, and the round trip would not be exact
+/// ([`ExampleEncoder`](crate::ExampleEncoder) narrows it under
+/// [`Lossy::Allow`]).
+///
 /// Fails with [`TensorError::BadRagged`] (in [`Error::Spec`]) for a ragged
 /// tensor that no records describe, such as one a decoder with
 /// `validate: false` returned for inconsistent partitions, and with
 /// [`TensorError::InvalidSpec`] when a column does not fit its spec.
 pub fn encode_batch(batch: &Batch, spec: &SpecFile) -> Result<Vec<Vec<u8>>> {
+    encode_rows(batch, spec, Lossy::Refuse)
+}
+
+/// [`encode_batch`], float64 values narrowed to float32 when `lossy`
+/// allows it (and refused otherwise).
+pub(crate) fn encode_rows(batch: &Batch, spec: &SpecFile, lossy: Lossy) -> Result<Vec<Vec<u8>>> {
     let rows = batch.rows();
     let find = |section: Section, name: &str| {
         batch
@@ -394,7 +430,13 @@ pub fn encode_batch(batch: &Batch, spec: &SpecFile) -> Result<Vec<Vec<u8>>> {
     if !spec.sequence {
         let mut features = vec![BTreeMap::new(); rows];
         for s in &spec.features {
-            encode_column(s, find(Section::Features, s.name())?, rows, &mut features)?;
+            encode_column(
+                s,
+                find(Section::Features, s.name())?,
+                rows,
+                lossy,
+                &mut features,
+            )?;
         }
         return Ok(features
             .into_iter()
@@ -408,7 +450,13 @@ pub fn encode_batch(batch: &Batch, spec: &SpecFile) -> Result<Vec<Vec<u8>>> {
     }
     let mut context = vec![BTreeMap::new(); rows];
     for s in &spec.context_features {
-        encode_column(s, find(Section::Context, s.name())?, rows, &mut context)?;
+        encode_column(
+            s,
+            find(Section::Context, s.name())?,
+            rows,
+            lossy,
+            &mut context,
+        )?;
     }
     let mut lists: Vec<BTreeMap<String, proto::FeatureList>> = vec![BTreeMap::new(); rows];
     for s in &spec.sequence_features {
@@ -426,7 +474,12 @@ pub fn encode_batch(batch: &Batch, spec: &SpecFile) -> Result<Vec<Vec<u8>>> {
                     let base = r * max_steps * item;
                     let feature = (0..steps.min(max_steps))
                         .map(|t| {
-                            feature_of(name, &d.values, base + t * item..base + (t + 1) * item)
+                            feature_of(
+                                name,
+                                &d.values,
+                                base + t * item..base + (t + 1) * item,
+                                lossy,
+                            )
                         })
                         .collect::<Result<_>>()?;
                     list.insert(name.to_string(), proto::FeatureList { feature });
@@ -450,7 +503,7 @@ pub fn encode_batch(batch: &Batch, spec: &SpecFile) -> Result<Vec<Vec<u8>>> {
                         while at < range.end && sp.indices[at * 3 + 1] == t as i64 {
                             at += 1;
                         }
-                        feature.push(feature_of(name, &sp.values, start..at)?);
+                        feature.push(feature_of(name, &sp.values, start..at, lossy)?);
                     }
                     if steps > 0 {
                         lists[r].insert(name.to_string(), proto::FeatureList { feature });
@@ -466,7 +519,7 @@ pub fn encode_batch(batch: &Batch, spec: &SpecFile) -> Result<Vec<Vec<u8>>> {
                     let feature = steps
                         .map(|i| {
                             let (a, b) = (inner[i].max(0) as usize, inner[i + 1].max(0) as usize);
-                            feature_of(name, &t.flat_values.values, a..b)
+                            feature_of(name, &t.flat_values.values, a..b, lossy)
                         })
                         .collect::<Result<_>>()?;
                     list.insert(name.to_string(), proto::FeatureList { feature });

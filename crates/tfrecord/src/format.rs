@@ -13,7 +13,7 @@ use grist_tensor::{
     BatchBuilder, BoxError, ByNumber, Chunk, ChunkPos, ChunkStream, FeatureSpec, Format,
     FramedFile, FramedFiles, Gathered, Input, InspectOptions, Limits, NameMatch, RandomAccess,
     RawRecord, ReadOptions, Record, RecordLayout, RecordOptions, Records, Report, SpecFile,
-    Verified, VerifyFailure,
+    Verified, VerifyFailure, WriteOptions,
 };
 
 use crate::compression::Compression;
@@ -23,6 +23,7 @@ use crate::framing::{Decoded, FrameDecoder, ReaderOptions, data_crc_matches, mas
 use crate::index::parse_index;
 use crate::records::{example_to_json, sequence_example_to_json};
 use crate::report;
+use crate::sink::{ExampleEncoder, TfRecordSink};
 use crate::source::TfStream;
 use grist_tensor::Location;
 
@@ -162,6 +163,46 @@ impl Format for TfRecordFormat {
             let _ = r.take(12).read_to_end(&mut inflated);
         }
         fits(&inflated, None)
+    }
+
+    fn write_spec(
+        &self,
+        spec: &SpecFile,
+        options: &WriteOptions,
+    ) -> std::result::Result<SpecFile, BoxError> {
+        Ok(grist_tensor::Encoder::spec(&ExampleEncoder::new(spec, options)?).clone())
+    }
+
+    fn encoder(
+        &self,
+        spec: &SpecFile,
+        options: &WriteOptions,
+    ) -> std::result::Result<Box<dyn grist_tensor::Encoder>, BoxError> {
+        crate::sink::compression(options)?;
+        Ok(Box::new(ExampleEncoder::new(spec, options)?))
+    }
+
+    /// `part-00000.tfrecord`, with `.gz`, `.zz` or `.zst` after it for
+    /// compressed files (readers tell the compression by that suffix).
+    fn part_name(&self, part: usize, options: &WriteOptions) -> String {
+        let suffix = match crate::sink::compression(options) {
+            Ok(Compression::Gzip) => ".gz",
+            Ok(Compression::Zlib) => ".zz",
+            Ok(Compression::Zstd) => ".zst",
+            _ => "",
+        };
+        format!("part-{part:05}.tfrecord{suffix}")
+    }
+
+    fn create(
+        &self,
+        storage: &grist_io::Storage,
+        address: &grist_io::Address,
+        spec: &SpecFile,
+        options: &WriteOptions,
+    ) -> std::result::Result<Box<dyn grist_tensor::RecordSink>, BoxError> {
+        let _ = spec;
+        Ok(Box::new(TfRecordSink::create(storage, address, options)?))
     }
 
     fn decoder(

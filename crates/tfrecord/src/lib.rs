@@ -81,6 +81,7 @@ mod encode;
 mod plan;
 mod records;
 mod report;
+mod sink;
 mod wire;
 
 pub use compression::{CompressedReader, CompressedWriter, Compression};
@@ -98,6 +99,7 @@ pub use index::{
     write_index, write_index_to,
 };
 pub use records::{example_to_json, sequence_example_to_json};
+pub use sink::ExampleEncoder;
 pub use source::{TfRecordSource, TfStream};
 pub use writer::{RecordWriter, WriteSummary, WriterOptions};
 

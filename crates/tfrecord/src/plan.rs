@@ -268,13 +268,17 @@ fn unsupported(spec: &FeatureSpec, reason: impl Into<String>) -> Error {
     })
 }
 
-/// tf.Example holds only int64, float and bytes lists.
+/// tf.Example holds only int64, float and bytes lists; int32 and bool
+/// columns read int64 lists (what a writer widens them to), each value
+/// checked to fit.
 fn check_dtype(spec: &FeatureSpec) -> Result<DType> {
     match spec.dtype() {
-        d @ (DType::Int64 | DType::Float32 | DType::String) => Ok(d),
+        d @ (DType::Int64 | DType::Int32 | DType::Bool | DType::Float32 | DType::String) => Ok(d),
         d => Err(unsupported(
             spec,
-            format!("dtype {d}: tf.Example holds only int64, float32 and string"),
+            format!(
+                "dtype {d}: tf.Example holds only int64 (read as int64, int32 or bool), float32 and string"
+            ),
         )),
     }
 }
@@ -296,9 +300,11 @@ fn fixed_shape(name: &str, shape: &[i64]) -> Result<Vec<usize>> {
     Ok(dims)
 }
 
-fn zero(dtype: DType) -> Values {
+pub(crate) fn zero(dtype: DType) -> Values {
     match dtype {
         DType::Int64 => Values::Int64(vec![0]),
+        DType::Int32 => Values::Int32(vec![0]),
+        DType::Bool => Values::Bool(vec![false]),
         DType::Float32 => Values::Float32(vec![0.0]),
         _ => {
             let mut v = Values::new(DType::String);

@@ -193,3 +193,96 @@ fn encoded_batches_decode_to_the_same_batches() {
     }
     assert!(checked > 10);
 }
+
+/// int32 and bool columns read int64 lists (what writers widen them to):
+/// `encode_batch` then decoding gives the same dtypes and values; a value
+/// that does not fit is an error naming the record and the feature; a
+/// float64 column is refused by `encode_batch` (tf.Example would narrow
+/// it), naming the feature.
+#[test]
+fn int32_and_bool_read_back_and_float64_is_refused() {
+    use grist_tensor::{DType, FeatureProblem, FeatureSpec, SpecFile, Values};
+    use grist_tfrecord::{ExampleBuilder, ExampleDecoder, encode_batch};
+
+    let specs = vec![
+        FeatureSpec::dense("i", DType::Int32, [2]),
+        FeatureSpec::varlen("b", DType::Bool),
+    ];
+    let spec = SpecFile {
+        features: specs.clone(),
+        ..SpecFile::default()
+    };
+    let records: Vec<Vec<u8>> = (0..5i64)
+        .map(|r| {
+            ExampleBuilder::new()
+                .with_int64s("i", [i32::MIN as i64 + r, i32::MAX as i64 - r])
+                .with_int64s("b", (0..r).map(|k| (k + r) % 2))
+                .encode()
+        })
+        .collect();
+    let file: Arc<str> = "mem".into();
+    let mut decoder = ExampleDecoder::new(&specs).unwrap();
+    let batch = decoder
+        .decode_batch(&file, 0, records.iter().map(|r| &r[..]))
+        .unwrap();
+    let i = batch.get("i").unwrap().as_dense().unwrap();
+    assert_eq!(i.values.dtype(), DType::Int32);
+    let Values::Int32(v) = &i.values else {
+        unreachable!()
+    };
+    assert_eq!((v[0], v[1]), (i32::MIN, i32::MAX));
+    assert_eq!(batch.get("b").unwrap().dtype(), DType::Bool);
+    let again = encode_batch(&batch, &spec).unwrap();
+    let back = decoder
+        .decode_batch(&file, 0, again.iter().map(|r| &r[..]))
+        .unwrap();
+    assert_eq!(back, batch);
+
+    for (feature, bad, shown) in [
+        (
+            "i",
+            ExampleBuilder::new().with_int64s("i", [0, 1 << 31]),
+            "2147483648",
+        ),
+        (
+            "b",
+            ExampleBuilder::new()
+                .with_int64s("i", [0, 0])
+                .with_int64s("b", [1, 2]),
+            "2",
+        ),
+    ] {
+        let bad = bad.encode();
+        let err = decoder
+            .decode_batch(&file, 3, [&records[0][..], &bad[..]])
+            .unwrap_err();
+        let at = err.location().unwrap();
+        assert_eq!((at.record, at.feature.as_deref()), (Some(4), Some(feature)));
+        assert!(
+            matches!(
+                &err,
+                Error::Feature { problem: FeatureProblem::Unrepresentable { value, .. }, .. }
+                    if value == shown
+            ),
+            "{err}"
+        );
+    }
+
+    let f64_spec = SpecFile {
+        features: vec![FeatureSpec::dense("x", DType::Float64, [])],
+        ..SpecFile::default()
+    };
+    let batch = grist_tensor::Batch::new(
+        1,
+        vec![grist_tensor::Column {
+            name: "x".into(),
+            section: grist_tensor::Section::Features,
+            tensor: grist_tensor::Tensor::Dense(grist_tensor::DenseTensor {
+                shape: vec![1],
+                values: Values::Float64(vec![0.1]),
+            }),
+        }],
+    );
+    let err = encode_batch(&batch, &f64_spec).unwrap_err();
+    assert!(err.to_string().contains("\"x\""), "{err}");
+}

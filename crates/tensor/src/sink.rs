@@ -1,0 +1,152 @@
+//! The write side of the format contract, the mirror of the read side:
+//! an [`Encoder`] turns batches into records (on any number of threads),
+//! a [`RecordSink`] appends them to one file and commits it atomically.
+//!
+//! A format that writes implements [`Format::encoder`](crate::Format::encoder),
+//! [`Format::create`](crate::Format::create) and
+//! [`Format::write_spec`](crate::Format::write_spec) (the spec in the
+//! format's own form, which reads the written records back). Everything a
+//! format cannot represent is refused when the encoder is built, before
+//! any output exists, naming the feature.
+
+use std::fmt;
+
+use crate::{Batch, BoxError, SpecFile};
+
+/// Whether a conversion may lose precision (float64 written as float32
+/// where a format has no float64).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Lossy {
+    /// Refuse, when the encoder is built, a feature whose values the
+    /// format cannot hold exactly.
+    #[default]
+    Refuse,
+    /// Narrow such values (float64 to float32), and say so in the
+    /// written spec (its dtype becomes the narrower one).
+    Allow,
+}
+
+/// How a format writes: options of every format in one value, each format
+/// reading those that concern it (and refusing a value it does not know,
+/// when its encoder or sink is built).
+///
+/// ```
+/// use grist_tensor::{Lossy, WriteOptions};
+/// let options = WriteOptions::new()
+///     .with_compression("GZIP")
+///     .with_codec("deflate")
+///     .with_lossy(Lossy::Allow);
+/// assert_eq!(options.compression.as_deref(), Some("GZIP"));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WriteOptions {
+    /// TFRecord compression, as TensorFlow names it: `""` (none), `"GZIP"`,
+    /// `"ZLIB"`, or `"ZSTD"` (with grist-tfrecord's `zstd` feature).
+    pub compression: Option<String>,
+    /// Avro codec, as the specification names it: `"null"`, `"deflate"`,
+    /// `"snappy"`, `"zstandard"`, `"bzip2"`, `"xz"` (each with its Cargo
+    /// feature).
+    pub codec: Option<String>,
+    /// Avro: the writer schema (JSON) to write, instead of the one derived
+    /// from the specs. It must encode datums exactly as the derived one
+    /// does (names, namespaces, docs and extra attributes may differ).
+    pub schema: Option<String>,
+    /// FFRecord: what the samples hold, `"example"` (tf.Example, the
+    /// default) or `"ofrecord"`.
+    pub payload: Option<String>,
+    /// Whether values may be narrowed where the format has no exact type.
+    pub lossy: Lossy,
+}
+
+impl WriteOptions {
+    /// Options with every field at its default: no compression, Avro's
+    /// `null` codec, the derived schema, tf.Example payloads, lossy
+    /// conversions refused.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The TFRecord compression (`""`, `"GZIP"`, `"ZLIB"`, `"ZSTD"`). By
+    /// default, none.
+    pub fn with_compression(mut self, name: impl Into<String>) -> Self {
+        self.compression = Some(name.into());
+        self
+    }
+
+    /// The Avro codec (`"null"`, `"deflate"`, `"snappy"`, `"zstandard"`,
+    /// `"bzip2"`, `"xz"`). By default, `null`.
+    pub fn with_codec(mut self, name: impl Into<String>) -> Self {
+        self.codec = Some(name.into());
+        self
+    }
+
+    /// The Avro writer schema. By default, the one derived from the specs.
+    pub fn with_schema(mut self, schema_json: impl Into<String>) -> Self {
+        self.schema = Some(schema_json.into());
+        self
+    }
+
+    /// The FFRecord payload (`"example"`, `"ofrecord"`). By default, the
+    /// format's configured payload (tf.Example unless configured).
+    pub fn with_payload(mut self, name: impl Into<String>) -> Self {
+        self.payload = Some(name.into());
+        self
+    }
+
+    /// Whether lossy conversions are allowed. By default,
+    /// [`Lossy::Refuse`].
+    pub fn with_lossy(mut self, lossy: Lossy) -> Self {
+        self.lossy = lossy;
+        self
+    }
+}
+
+/// Turns batches into a format's records: built once from the specs by
+/// [`Format::encoder`](crate::Format::encoder) (which refuses what the
+/// format cannot represent), then called from any number of threads.
+pub trait Encoder: Send + Sync + fmt::Debug {
+    /// The spec the records are written for, in the format's own form
+    /// (what reads them back; see
+    /// [`Format::write_spec`](crate::Format::write_spec)).
+    fn spec(&self) -> &SpecFile;
+
+    /// The serialized records of `batch`'s rows, in row order. An error
+    /// names the feature (the caller adds the file and record).
+    fn encode(&self, batch: &Batch) -> Result<Vec<Vec<u8>>, BoxError>;
+}
+
+/// What a [`RecordSink`] wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Written {
+    /// The records written.
+    pub records: u64,
+    /// The bytes written: the file's size (TFRecord: the framed bytes
+    /// before compression, the size of the file uncompressed).
+    pub bytes: u64,
+}
+
+impl Written {
+    /// `records` records in `bytes` bytes.
+    pub fn new(records: u64, bytes: u64) -> Self {
+        Written { records, bytes }
+    }
+}
+
+/// One output file of a format, from
+/// [`Format::create`](crate::Format::create): records appended in order,
+/// nothing under the final name until [`finish`](Self::finish) commits
+/// (a local file renamed into place, an object uploaded whole); dropped
+/// unfinished, it leaves nothing.
+pub trait RecordSink: Send + fmt::Debug {
+    /// Appends one record (a payload from the format's [`Encoder`]).
+    fn write(&mut self, record: &[u8]) -> Result<(), BoxError>;
+
+    /// The records written so far.
+    fn records(&self) -> u64;
+
+    /// Commits the file.
+    fn finish(self: Box<Self>) -> Result<Written, BoxError>;
+}
