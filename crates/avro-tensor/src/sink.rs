@@ -196,7 +196,7 @@ impl RecordSink for AvroSink {
 
     fn finish(self: Box<Self>) -> std::result::Result<Written, BoxError> {
         let summary = self.writer.finish()?;
-        Ok(Written::new(summary.records, summary.bytes))
+        Ok(Written::new(summary.records, summary.bytes).with_digest(summary.digest))
     }
 }
 

@@ -99,6 +99,9 @@ pub struct WriteSummary {
     pub blocks: u64,
     /// The number of bytes of the file, header included.
     pub bytes: u64,
+    /// The file's size and CRC-32C, computed while writing it (a file
+    /// made by `create`/`create_at`; `None` for other writers).
+    pub digest: Option<grist_io::Digest>,
 }
 
 /// Writes an object container file from already-encoded datums, to a file
@@ -139,7 +142,7 @@ pub struct ContainerWriter<W: Write = Writer> {
     out: Option<BufWriter<W>>,
     /// Makes the output visible, for [`ContainerWriter::create_at`]
     /// ([`Writer::commit`]); `None` for a plain [`Write`].
-    commit: Option<fn(W) -> grist_io::Result<()>>,
+    commit: Option<fn(W) -> grist_io::Result<Option<grist_io::Digest>>>,
     codec: Codec,
     sync: [u8; SYNC_LEN],
     sync_interval: usize,
@@ -206,7 +209,7 @@ impl ContainerWriter {
             .create(address)
             .map_err(|e| Error::Storage(grist_tensor::StorageError::new(name.clone(), e)))?;
         let mut w = ContainerWriter::from_parts(name, file, header, options)?;
-        w.commit = Some(Writer::commit);
+        w.commit = Some(Writer::commit_with_digest);
         Ok(w)
     }
 }
@@ -395,10 +398,11 @@ impl<W: Write> ContainerWriter<W> {
     /// or returns the inner writer.
     fn finish_parts(mut self) -> Result<(Option<W>, WriteSummary)> {
         self.flush_block()?;
-        let summary = WriteSummary {
+        let mut summary = WriteSummary {
             records: self.records,
             blocks: self.blocks,
             bytes: self.bytes,
+            digest: None,
         };
         let Some(out) = self.out.take() else {
             return Err(self.io_error(earlier_failure()));
@@ -409,7 +413,7 @@ impl<W: Write> ContainerWriter<W> {
         inner.flush().map_err(|e| self.io_error(e))?;
         match self.commit.take() {
             Some(commit) => {
-                commit(inner).map_err(|e| {
+                summary.digest = commit(inner).map_err(|e| {
                     Error::Storage(grist_tensor::StorageError::new(self.name.clone(), e))
                 })?;
                 Ok((None, summary))

@@ -68,6 +68,6 @@ impl RecordSink for FfrSink {
 
     fn finish(self: Box<Self>) -> std::result::Result<Written, BoxError> {
         let summary = self.writer.finish()?;
-        Ok(Written::new(summary.samples, summary.bytes))
+        Ok(Written::new(summary.samples, summary.bytes).with_digest(summary.digest))
     }
 }

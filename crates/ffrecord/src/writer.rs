@@ -64,6 +64,9 @@ pub struct WriteSummary {
     pub samples: u64,
     /// The size of the file.
     pub bytes: u64,
+    /// The file's size and CRC-32C, computed while writing it: the
+    /// header's, then the samples' (the file is not read back).
+    pub digest: Option<grist_io::Digest>,
 }
 
 /// Writes an FFRecord file, byte-identical to what HFAiLab's `FileWriter`
@@ -103,6 +106,8 @@ pub struct FfrWriter {
     /// Each sample's offset relative to the first sample.
     offsets: Vec<u64>,
     written: u64,
+    /// The samples' size and CRC-32C, as written.
+    digest: grist_io::Digest,
     failed: bool,
 }
 
@@ -159,6 +164,7 @@ impl FfrWriter {
             checksums: Vec::new(),
             offsets: Vec::new(),
             written: 0,
+            digest: grist_io::Digest::default(),
             failed: false,
         })
     }
@@ -186,6 +192,7 @@ impl FfrWriter {
             return Err(io_error(&self.name, source));
         }
         self.checksums.push(crc32(sample));
+        self.digest = self.digest.append(sample);
         self.offsets.push(self.written);
         self.written += sample.len() as u64;
         Ok(())
@@ -250,6 +257,8 @@ impl FfrWriter {
         Ok(WriteSummary {
             samples: n,
             bytes: base + self.written,
+            // The file is the header, then the samples.
+            digest: Some(grist_io::Digest::of(&header).then(self.digest)),
         })
     }
 }

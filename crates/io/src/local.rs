@@ -160,6 +160,48 @@ pub(crate) fn remove(addr: &Address, path: &Path) -> Result<()> {
     }
 }
 
+/// Removes `.<name>.<tag>-<pid>-<n>` files in `path` whose `name` `of`
+/// accepts (a folder that does not exist has none).
+pub(crate) fn remove_temporaries(
+    dir: &Address,
+    path: &Path,
+    of: &dyn Fn(&str) -> bool,
+) -> Result<Vec<Address>> {
+    let read = match fs::read_dir(path) {
+        Ok(r) => r,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::list(dir.name(), e)),
+    };
+    let mut removed = Vec::new();
+    for entry in read {
+        let entry = entry.map_err(|e| Error::list(dir.name(), e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        if temporary_of(name).is_some_and(of) {
+            let address = dir.join(name);
+            remove(&address, &entry.path())?;
+            removed.push(address);
+        }
+    }
+    Ok(removed)
+}
+
+/// The final name whose temporary file `name` is (`.<name>.<tag>-<pid>-<n>`).
+fn temporary_of(name: &str) -> Option<&str> {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let rest = name.strip_prefix('.')?;
+    let mut parts = rest.rsplitn(3, '-');
+    let (n, pid, rest) = (parts.next()?, parts.next()?, parts.next()?);
+    if !digits(n) || !digits(pid) {
+        return None;
+    }
+    let (final_name, tag) = rest.rsplit_once('.')?;
+    let tag_ok = !tag.is_empty() && tag.bytes().all(|b| b.is_ascii_alphanumeric());
+    (tag_ok && !final_name.is_empty()).then_some(final_name)
+}
+
 /// Fills `buf` from `offset` with positioned reads (the file's own
 /// position is neither used nor moved).
 pub(crate) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
@@ -207,5 +249,28 @@ impl io::Read for LocalReader {
         let n = read_at(&self.file, buf, self.pos)?;
         self.pos += n as u64;
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod temporary_tests {
+    use super::temporary_of;
+
+    #[test]
+    fn temporary_names() {
+        assert_eq!(
+            temporary_of(".part-00001.tfrecord.tmp-123-4"),
+            Some("part-00001.tfrecord")
+        );
+        assert_eq!(temporary_of(".a.idx.index-1-0"), Some("a.idx"));
+        for not in [
+            "part-00001.tfrecord",
+            ".x.tmp-1",
+            ".x.tmp-a-1",
+            "..tmp-1-2",
+            ".hidden",
+        ] {
+            assert_eq!(temporary_of(not), None, "{not}");
+        }
     }
 }

@@ -437,6 +437,36 @@ impl Storage {
         }
     }
 
+    /// Removes the temporary files that writes into the local folder `dir`
+    /// left behind when their process died before committing them
+    /// (`.<name>.<tag>-<pid>-<n>`, see [`create`](Self::create)), for the
+    /// final names that `of` accepts; returns what it removed. Nothing
+    /// for object stores: an upload never completed leaves no object.
+    ///
+    /// Only the writer of those names may call it: a live write's
+    /// temporary file is removed too (its commit then fails).
+    ///
+    /// ```
+    /// use grist_io::{Address, Storage};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// std::fs::write(dir.path().join(".a.bin.tmp-1234-0"), b"cut short")?;
+    /// let removed = Storage::new().remove_temporaries(&Address::from(dir.path()), &|n| n == "a.bin")?;
+    /// assert_eq!(removed.len(), 1);
+    /// assert_eq!(std::fs::read_dir(dir.path())?.count(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn remove_temporaries(
+        &self,
+        dir: &Address,
+        of: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<Address>> {
+        match dir.local_path() {
+            Some(path) => local::remove_temporaries(dir, path, of),
+            None => Ok(Vec::new()),
+        }
+    }
+
     /// Removes a file or object. Removing one that is not there is not an
     /// error (object stores cannot tell).
     pub fn remove(&self, addr: &Address) -> Result<()> {

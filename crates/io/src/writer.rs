@@ -46,6 +46,52 @@ use crate::{Address, AtomicTarget, Error, Result};
 pub struct Writer {
     address: Address,
     kind: Kind,
+    /// Where the next write goes.
+    at: u64,
+    /// The bytes written so far, and their CRC-32C while every write
+    /// appended at the end (`None` once one did not).
+    digest: Option<Digest>,
+}
+
+/// The size and CRC-32C (Castagnoli) of a file's bytes, computed while
+/// they are written: see [`Writer::digest`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Digest {
+    /// The file's size in bytes.
+    pub size: u64,
+    /// The CRC-32C of its bytes (not masked as TFRecord masks its CRCs).
+    pub crc32c: u32,
+}
+
+impl Digest {
+    /// The digest of `size` bytes whose CRC-32C is `crc32c`.
+    pub fn new(size: u64, crc32c: u32) -> Self {
+        Digest { size, crc32c }
+    }
+
+    /// The digest of `bytes`.
+    pub fn of(bytes: &[u8]) -> Self {
+        Digest::new(bytes.len() as u64, crc32c::crc32c(bytes))
+    }
+
+    /// The digest of these bytes followed by `bytes`.
+    pub fn append(self, bytes: &[u8]) -> Self {
+        Digest::new(
+            self.size + bytes.len() as u64,
+            crc32c::crc32c_append(self.crc32c, bytes),
+        )
+    }
+
+    /// The digest of these bytes followed by those of `next` (without
+    /// reading either again).
+    pub fn then(self, next: Digest) -> Self {
+        let len = usize::try_from(next.size).unwrap_or(usize::MAX);
+        Digest::new(
+            self.size + next.size,
+            crc32c::crc32c_combine(self.crc32c, next.crc32c, len),
+        )
+    }
 }
 
 enum Kind {
@@ -69,6 +115,8 @@ impl Writer {
         Ok(Writer {
             address: addr.clone(),
             kind: Kind::Local { file, target },
+            at: 0,
+            digest: Some(Digest::default()),
         })
     }
 
@@ -77,6 +125,8 @@ impl Writer {
         Writer {
             address: addr.clone(),
             kind: Kind::Remote { spool, upload },
+            at: 0,
+            digest: Some(Digest::default()),
         }
     }
 
@@ -85,12 +135,43 @@ impl Writer {
         Writer {
             address: addr.clone(),
             kind: Kind::Stream(upload),
+            at: 0,
+            digest: Some(Digest::default()),
         }
     }
 
     /// Where the bytes go.
     pub fn address(&self) -> &Address {
         &self.address
+    }
+
+    /// The size and CRC-32C of the bytes written, computed as they were
+    /// written, when every write appended at the end (seeking and reading
+    /// are fine); `None` once a write went anywhere else (a header written
+    /// last, say), as the bytes seen no longer are the file's.
+    ///
+    /// ```
+    /// use std::io::Write;
+    /// use grist_io::{Address, Digest, Storage};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let mut w = Storage::new().create(&Address::from(dir.path().join("a")))?;
+    /// w.write_all(b"in ")?;
+    /// w.write_all(b"order")?;
+    /// assert_eq!(w.digest(), Some(Digest::of(b"in order")));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn digest(&self) -> Option<Digest> {
+        self.digest
+    }
+
+    /// Notes that `buf` was written at the current position.
+    fn wrote(&mut self, buf: &[u8]) {
+        self.digest = match self.digest {
+            Some(d) if d.size == self.at => Some(d.append(buf)),
+            _ => None,
+        };
+        self.at += buf.len() as u64;
     }
 
     /// Makes the bytes written visible under the final name: syncs and
@@ -108,6 +189,13 @@ impl Writer {
             #[cfg(feature = "remote")]
             Kind::Stream(upload) => upload.commit(),
         }
+    }
+
+    /// [`commit`](Self::commit), returning the [`digest`](Self::digest)
+    /// of what it committed.
+    pub fn commit_with_digest(self) -> Result<Option<Digest>> {
+        let digest = self.digest;
+        self.commit().map(|()| digest)
     }
 
     /// The file written to; `None` for a streaming upload, which has none.
@@ -146,8 +234,8 @@ impl fmt::Debug for Writer {
     }
 }
 
-impl Write for Writer {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+impl Writer {
+    fn write_inner(&mut self, buf: &[u8]) -> io::Result<usize> {
         if let Some(file) = self.file() {
             return file.write(buf);
         }
@@ -156,6 +244,14 @@ impl Write for Writer {
             return upload.write(buf).map_err(io::Error::from);
         }
         Ok(0)
+    }
+}
+
+impl Write for Writer {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.write_inner(buf)?;
+        self.wrote(&buf[..n.min(buf.len())]);
+        Ok(n)
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -169,17 +265,21 @@ impl Write for Writer {
 
 impl Read for Writer {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self.file() {
-            Some(file) => file.read(buf),
-            None => Err(self.cannot("reading back a streaming upload")),
-        }
+        let n = match self.file() {
+            Some(file) => file.read(buf)?,
+            None => return Err(self.cannot("reading back a streaming upload")),
+        };
+        self.at += n as u64;
+        Ok(n)
     }
 }
 
 impl Seek for Writer {
     fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
         if let Some(file) = self.file() {
-            return file.seek(pos);
+            let at = file.seek(pos)?;
+            self.at = at;
+            return Ok(at);
         }
         // A streaming upload can only tell where it is.
         #[cfg(feature = "remote")]

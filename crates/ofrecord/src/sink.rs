@@ -121,9 +121,10 @@ impl RecordSink for OfRecordSink {
         let file = out
             .into_inner()
             .map_err(|e| io_error(&name, e.into_error()))?;
-        file.commit()
+        let digest = file
+            .commit_with_digest()
             .map_err(|e| Error::Storage(StorageError::new(name, e)))?;
-        Ok(written)
+        Ok(written.with_digest(digest))
     }
 }
 

@@ -126,12 +126,25 @@ pub struct Written {
     /// The bytes written: the file's size (TFRecord: the framed bytes
     /// before compression, the size of the file uncompressed).
     pub bytes: u64,
+    /// The file's size and CRC-32C, computed while it was written, when
+    /// the sink knows them (see [`grist_io::Writer::digest`]).
+    pub digest: Option<grist_io::Digest>,
 }
 
 impl Written {
     /// `records` records in `bytes` bytes.
     pub fn new(records: u64, bytes: u64) -> Self {
-        Written { records, bytes }
+        Written {
+            records,
+            bytes,
+            digest: None,
+        }
+    }
+
+    /// The file's size and CRC-32C. By default, `None` (not known).
+    pub fn with_digest(mut self, digest: Option<grist_io::Digest>) -> Self {
+        self.digest = digest;
+        self
     }
 }
 

@@ -141,6 +141,6 @@ impl RecordSink for TfRecordSink {
 
     fn finish(self: Box<Self>) -> std::result::Result<Written, BoxError> {
         let summary = self.writer.finish()?;
-        Ok(Written::new(summary.records, summary.bytes))
+        Ok(Written::new(summary.records, summary.bytes).with_digest(summary.digest))
     }
 }

@@ -71,6 +71,9 @@ pub struct WriteSummary {
     /// The number of framed bytes before compression (payloads plus 16
     /// bytes per record): the size of an uncompressed file.
     pub bytes: u64,
+    /// The file's size and CRC-32C, computed while writing it (a file
+    /// made by `create`/`create_at`; `None` for other writers).
+    pub digest: Option<grist_io::Digest>,
 }
 
 /// Writes TFRecord frames to a file or object (atomically) or to any
@@ -107,7 +110,7 @@ pub struct RecordWriter<W: Write = Writer> {
     index: Option<IndexSink>,
     /// Makes the output visible, for [`RecordWriter::create_at`]
     /// ([`Writer::commit`]); `None` for a plain [`Write`].
-    commit: Option<fn(W) -> grist_io::Result<()>>,
+    commit: Option<fn(W) -> grist_io::Result<Option<grist_io::Digest>>>,
     records: u64,
     bytes: u64,
     failed: bool,
@@ -186,7 +189,7 @@ impl RecordWriter {
             name,
             out: Some(out),
             index,
-            commit: Some(Writer::commit),
+            commit: Some(Writer::commit_with_digest),
             records: 0,
             bytes: 0,
             failed: false,
@@ -296,9 +299,10 @@ impl<W: Write> RecordWriter<W> {
     /// Ends the stream; commits a file (and its index) and returns no
     /// writer, or returns the inner writer.
     fn finish_parts(mut self) -> Result<(Option<W>, WriteSummary)> {
-        let summary = WriteSummary {
+        let mut summary = WriteSummary {
             records: self.records,
             bytes: self.bytes,
+            digest: None,
         };
         let out = match (self.out.take(), self.failed) {
             (Some(out), false) => out,
@@ -323,7 +327,7 @@ impl<W: Write> RecordWriter<W> {
         };
         // The data file first: an index never names a file that is not
         // there.
-        commit(inner).map_err(|e| storage_error(&name, e))?;
+        summary.digest = commit(inner).map_err(|e| storage_error(&name, e))?;
         if let Some((name, out)) = index {
             out.commit().map_err(|e| storage_error(&name, e))?;
         }
