@@ -8,19 +8,30 @@
 //! layer), `part-00000.<ext>`, `part-00001.<ext>`, ..., then `spec.json`
 //! (the spec in the target format's form, [`Format::write_spec`]).
 //! Memory stays bounded by the batches in flight.
+//!
+//! Resuming (see [`crate::manifest`] for the files): part `k` holds the
+//! records `[k·per_file, (k+1)·per_file)` of the conversion's order, which
+//! is the same on every run, and each part is committed whole and then
+//! entered in the journal. A rerun keeps the journal's parts that are
+//! there with their sizes, does not encode their records (the reading
+//! thread drops the batches they cover, and the writer the first records
+//! of a batch that straddles the boundary) and goes on with the next part.
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use grist_io::{Address, Storage};
 use grist_loader::{Epochs, Threads};
 use grist_tensor::{
-    Batch, BoxError, Encoder, Format, Location, RecordSink, SpecFile, StorageError, TensorError,
-    WriteOptions, Written,
+    Batch, BoxError, Encoder, Format, Location, RecordSink, SpecFile, StorageError, WriteOptions,
+    Written,
 };
+
+use crate::manifest::{self, Manifest, ManifestPart, Shard};
 
 /// The name of the spec file written beside the outputs.
 pub const SPEC_FILE: &str = "spec.json";
@@ -57,6 +68,33 @@ pub struct ConvertTarget {
     batch_size: usize,
     storage: Storage,
     source_format: Option<Arc<dyn Format>>,
+    shard: Shard,
+    force: bool,
+    progress: Option<ProgressFn>,
+}
+
+/// How far a conversion is, as [`ConvertTarget::with_progress`]'s
+/// callback is told after each batch written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConvertProgress {
+    /// Records in the parts a previous run completed (not written again).
+    pub skipped: u64,
+    /// Records written by this run.
+    pub records: u64,
+    /// The bytes of those records (encoded, before framing and
+    /// compression).
+    pub bytes: u64,
+}
+
+/// The progress callback.
+#[derive(Clone)]
+struct ProgressFn(Arc<dyn Fn(&ConvertProgress) + Send + Sync>);
+
+impl std::fmt::Debug for ProgressFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressFn")
+    }
 }
 
 impl ConvertTarget {
@@ -71,7 +109,42 @@ impl ConvertTarget {
             batch_size: 1024,
             storage: Storage::new(),
             source_format: None,
+            shard: Shard::WHOLE,
+            force: false,
+            progress: None,
         }
+    }
+
+    /// Converts only shard `index` of `count` (`index < count`): the
+    /// loader's share of rank `index` of `count` ranks (whole files when
+    /// there are at least `count` files, else chunks of records), so that
+    /// `count` runs (on as many machines) convert the sources together,
+    /// each record once. Shard `i` names its parts `part-<i>-<part>...`
+    /// (`part-00003-00001.tfrecord`) and its manifest
+    /// `manifest-<i>-of-<count>.json`; [`merge_shards`](crate::merge_shards)
+    /// writes `manifest.json` once all are done. With
+    /// [`with_files`](Self::with_files), the records per file are those of
+    /// the whole conversion's split. By default, shard 0 of 1: everything.
+    pub fn with_shard(mut self, index: usize, count: usize) -> Self {
+        self.shard = Shard { index, count };
+        self
+    }
+
+    /// Whether to replace the outputs of another conversion found in the
+    /// output folder (its `convert.json` differs, or there is none beside
+    /// files named as outputs): those files are removed first. Without it
+    /// the conversion is refused before anything is written. The same
+    /// conversion is resumed either way. By default, `false`.
+    pub fn with_force(mut self, force: bool) -> Self {
+        self.force = force;
+        self
+    }
+
+    /// A function called after each batch is written, from the writing
+    /// thread (keep it short). By default, none.
+    pub fn with_progress(mut self, f: impl Fn(&ConvertProgress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(ProgressFn(Arc::new(f)));
+        self
     }
 
     /// The options of the target format (compression, codec, lossy
@@ -134,8 +207,25 @@ impl ConvertTarget {
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct ConvertReport {
-    /// The output files, in order, with what each holds.
+    /// The output files, in order, with what each holds (those of a
+    /// previous run too, with their records and file size).
     pub files: Vec<(Address, Written)>,
+    /// The first `skipped_parts` of `files` were complete already (a
+    /// previous run wrote them): their records were not encoded again.
+    pub skipped_parts: usize,
+    /// The records of those parts.
+    pub skipped_records: u64,
+    /// The records this run encoded (those it wrote, plus the few before
+    /// the end of the skipped parts in a batch that straddles it).
+    pub encoded_records: u64,
+    /// Whether the conversion was complete already (its manifest there,
+    /// with every part): nothing was done.
+    pub up_to_date: bool,
+    /// The manifest written (`manifest.json`, or the shard's
+    /// `manifest-<i>-of-<n>.json`).
+    pub manifest: Manifest,
+    /// Where it is.
+    pub manifest_address: Address,
     /// The records written (every input record, once).
     pub records: u64,
     /// The bytes written (see [`Written::bytes`]).
@@ -202,6 +292,63 @@ pub enum ConvertError {
         #[source]
         source: BoxError,
     },
+    /// The output folder holds the outputs of another conversion (its
+    /// `convert.json` differs), or files named as outputs without a
+    /// `convert.json`: nothing was written (see
+    /// [`ConvertTarget::with_force`]).
+    #[error("{file}: the output folder holds another conversion's outputs (force replaces them)")]
+    DifferentConversion {
+        /// `convert.json`, or the first output of an unknown conversion.
+        file: Arc<str>,
+    },
+    /// A shard that is not one of its count.
+    #[error("shard {index} of {count}: the index must be below the count")]
+    BadShard {
+        /// The shard's index.
+        index: usize,
+        /// The count.
+        count: usize,
+    },
+    /// Merging: a shard's manifest is missing (the shard has not
+    /// finished).
+    #[error("{file} is missing: shard {shard} of {count} has not finished")]
+    MissingShard {
+        /// The manifest expected.
+        file: Arc<str>,
+        /// The shard.
+        shard: usize,
+        /// The number of shards.
+        count: usize,
+    },
+    /// Merging: a shard's manifest is of another conversion than
+    /// `convert.json`, or incomplete.
+    #[error("{file} is not a complete manifest of the conversion in convert.json")]
+    ShardMismatch {
+        /// The shard's manifest.
+        file: Arc<str>,
+    },
+    /// A part a manifest lists is missing or of another size.
+    #[error("{file} is missing or not the size its manifest says")]
+    MissingPart {
+        /// The part.
+        file: Arc<str>,
+    },
+    /// There is no conversion there (no `convert.json`, or no manifest).
+    #[error("{file} not found: no conversion there")]
+    NoConversion {
+        /// The file looked for.
+        file: Arc<str>,
+    },
+    /// A conversion's own file (`convert.json`, a manifest) cannot be
+    /// read.
+    #[error("{file}: not a conversion file grist can read")]
+    BadState {
+        /// The file.
+        file: Arc<str>,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The output address is not a path or URL.
     #[error("bad output address {out:?}")]
     BadOutput {
@@ -222,9 +369,17 @@ pub enum ConvertError {
 /// target cannot hold (float64 in tf.Example without
 /// [`Lossy::Allow`](grist_tensor::Lossy::Allow), a ragged feature in Avro,
 /// ...) is refused before any output exists, naming the feature. The
-/// spec in the target's form is written last as `spec.json` beside the
+/// spec in the target's form is written as `spec.json` beside the
 /// outputs, so that the loader reads them back as the sources read. With
 /// no input records, one empty file is written.
+///
+/// Before any part, `convert.json` records what the conversion is; an
+/// output folder holding another conversion's outputs is refused unless
+/// [`with_force`](ConvertTarget::with_force). Run again with the same
+/// arguments, `convert` resumes: the parts a previous run completed are
+/// kept and their records not encoded again; a finished conversion (its
+/// manifest there) is left as it is ([`ConvertReport::up_to_date`]). The
+/// manifest (`manifest.json`, or the shard's) is written last.
 ///
 /// `spec` is required for now (inference comes later).
 pub fn convert<P: Into<PathBuf>>(
@@ -235,6 +390,13 @@ pub fn convert<P: Into<PathBuf>>(
     let sources: Vec<PathBuf> = sources.into_iter().map(Into::into).collect();
     let storage = &target.storage;
     let format = &target.format;
+    let shard = target.shard;
+    if shard.count == 0 || shard.index >= shard.count {
+        return Err(ConvertError::BadShard {
+            index: shard.index,
+            count: shard.count,
+        });
+    }
     let target_err = |source: BoxError| ConvertError::Target {
         format: format.name(),
         source,
@@ -262,6 +424,18 @@ pub fn convert<P: Into<PathBuf>>(
         out: target.out.clone(),
         source,
     })?;
+    let mut sizes = Vec::with_capacity(inputs.len());
+    for input in &inputs {
+        let size = storage
+            .stat(input.address())
+            .map_err(|e| ConvertError::Sources {
+                what: format!("reading the size of {}", input.name()),
+                source: Box::new(StorageError::new(input.name().clone(), e)),
+            })?
+            .map_or(0, |m| m.size);
+        sizes.push(size);
+    }
+    let identity = identity(target, spec, &texts, &*source_format, &inputs, &sizes);
     let per_file = match target.split {
         Split::RecordsPerFile(n) => n.max(1),
         Split::Files(files) => {
@@ -277,9 +451,10 @@ pub fn convert<P: Into<PathBuf>>(
             total.div_ceil(files as u64).max(1)
         }
     };
+    // A shard's files are cut by the whole conversion's split: no padding.
     let files_wanted = match target.split {
-        Split::Files(n) => n,
-        Split::RecordsPerFile(_) => 1,
+        Split::Files(n) if shard.count == 1 => n,
+        _ => 1,
     };
     let mut loader = crate::loader()
         .with_storage(storage.clone())
@@ -289,6 +464,9 @@ pub fn convert<P: Into<PathBuf>>(
         .with_drop_remainder(false)
         .with_epochs(Epochs::Count(1))
         .with_threads(Threads::Fixed(1));
+    if shard.count > 1 {
+        loader = loader.with_shard(shard.index, shard.count);
+    }
     if let Some(f) = &target.source_format {
         loader = loader.with_format(f.clone());
     }
@@ -301,9 +479,46 @@ pub fn convert<P: Into<PathBuf>>(
             file: out.name().clone(),
             source: Box::new(StorageError::new(out.name().clone(), e)),
         })?;
+    manifest::claim(storage, &out, &identity, target.force)?;
+    // What a killed run of this shard left half-written.
+    storage
+        .remove_temporaries(&out, &|name| shard.owns(name))
+        .map_err(|e| ConvertError::Write {
+            file: out.name().clone(),
+            source: Box::new(StorageError::new(out.name().clone(), e)),
+        })?;
+
+    let manifest_address = out.join(&shard.manifest_name());
+    let journal_address = out.join(&shard.journal_name());
+    let done = previous_parts(storage, &out, &identity, shard, &manifest_address)?;
+    let spec_address = out.join(SPEC_FILE);
+    if let Some(manifest) = done.complete {
+        // Finished before (perhaps killed before removing the journal).
+        storage
+            .remove(&journal_address)
+            .map_err(|e| ConvertError::Write {
+                file: journal_address.name().clone(),
+                source: Box::new(StorageError::new(journal_address.name().clone(), e)),
+            })?;
+        return Ok(ConvertReport {
+            files: parts_written(&out, &manifest.parts),
+            skipped_parts: manifest.parts.len(),
+            skipped_records: manifest.records,
+            encoded_records: 0,
+            up_to_date: true,
+            records: manifest.records,
+            bytes: manifest.bytes,
+            spec: written_spec,
+            spec_address,
+            manifest,
+            manifest_address,
+        });
+    }
+    let kept = done.parts;
+    let skip: u64 = kept.iter().map(|p| p.records).sum();
 
     let threads = target.threads;
-
+    let encoded = AtomicU64::new(0);
     let mut writer = Parts {
         storage,
         format,
@@ -311,25 +526,36 @@ pub fn convert<P: Into<PathBuf>>(
         spec: &written_spec,
         options: &target.options,
         per_file,
+        shard,
         current: None,
-        files: Vec::new(),
+        files: parts_written(&out, &kept),
+        entries: kept,
+        identity: &identity,
+        journal: &journal_address,
+        progress: target.progress.clone(),
+        counts: ConvertProgress {
+            skipped: skip,
+            ..ConvertProgress::default()
+        },
     };
+    let skipped_parts = writer.files.len();
     let result = std::thread::scope(|scope| -> Result<(), ConvertError> {
         // Bounded: at most `threads` batches wait to be encoded and
         // `threads` encoded ones to be written, besides those in hand.
-        let (batch_tx, batch_rx) = sync_channel::<(u64, u64, Batch)>(threads);
+        let (batch_tx, batch_rx) = sync_channel::<ToEncode>(threads);
         let batch_rx = Arc::new(Mutex::new(batch_rx));
         let (rec_tx, rec_rx) = sync_channel::<Encoded>(threads);
         for _ in 0..threads {
             let rx = Arc::clone(&batch_rx);
             let tx = rec_tx.clone();
             let encoder = Arc::clone(&encoder);
-            scope.spawn(move || encode_loop(&rx, &tx, &*encoder));
+            let encoded = &encoded;
+            scope.spawn(move || encode_loop(&rx, &tx, &*encoder, encoded));
         }
         // Only the encoders hold the batches' receiver and the records'
         // sender, so that either side stopping stops the other.
         drop((batch_rx, rec_tx));
-        let reader = scope.spawn(move || read_loop(&mut loader, batch_tx));
+        let reader = scope.spawn(move || read_loop(&mut loader, batch_tx, skip));
         // Records come back in any order: put them back in batch order.
         let mut pending = BTreeMap::new();
         let mut next = 0u64;
@@ -340,8 +566,17 @@ pub fn convert<P: Into<PathBuf>>(
                 let records = match records {
                     Ok(r) => r,
                     Err(source) => {
+                        let at = if shard.count == 1 {
+                            locate(&*source_format, &inputs, next)
+                        } else {
+                            // The loader's share: no file of its own.
+                            Location::record(
+                                format!("shard {} of {}", shard.index, shard.count),
+                                next,
+                            )
+                        };
                         failed = Some(ConvertError::Encode {
-                            at: Box::new(locate(&*source_format, &inputs, next)),
+                            at: Box::new(at),
                             first: next,
                             end,
                             source,
@@ -349,7 +584,10 @@ pub fn convert<P: Into<PathBuf>>(
                         break;
                     }
                 };
-                if let Err(e) = writer.write(&records) {
+                // A batch straddling the end of the kept parts: its
+                // first records are in them.
+                let from = usize::try_from(skip.saturating_sub(next)).unwrap_or(usize::MAX);
+                if let Err(e) = writer.write(records.get(from..).unwrap_or_default()) {
                     failed = Some(e);
                     break;
                 }
@@ -374,17 +612,129 @@ pub fn convert<P: Into<PathBuf>>(
     result?;
     writer.finish_all(files_wanted)?;
 
-    let spec_address = out.join(SPEC_FILE);
     write_spec_file(storage, &spec_address, &written_spec)?;
-    let records = writer.files.iter().map(|(_, w)| w.records).sum();
-    let bytes = writer.files.iter().map(|(_, w)| w.bytes).sum();
+    let manifest = Manifest::new(true, identity.clone(), shard, writer.entries.clone());
+    manifest::write_json(storage, &manifest_address, &manifest, true)?;
+    storage
+        .remove(&journal_address)
+        .map_err(|e| ConvertError::Write {
+            file: journal_address.name().clone(),
+            source: Box::new(StorageError::new(journal_address.name().clone(), e)),
+        })?;
+    let skipped_records = writer.counts.skipped;
     Ok(ConvertReport {
         files: writer.files,
-        records,
-        bytes,
+        skipped_parts,
+        skipped_records,
+        encoded_records: encoded.into_inner(),
+        up_to_date: false,
+        records: manifest.records,
+        bytes: manifest.bytes,
         spec: written_spec,
         spec_address,
+        manifest,
+        manifest_address,
     })
+}
+
+/// The conversion's identity, as `convert.json` holds it: what decides
+/// which records go into which output file, and how they are written.
+/// (Threads and batch size do not: they are left out.)
+fn identity(
+    target: &ConvertTarget,
+    spec: &SpecFile,
+    given: &[String],
+    source_format: &dyn Format,
+    inputs: &[grist_tensor::Input],
+    sizes: &[u64],
+) -> serde_json::Value {
+    let o = &target.options;
+    let split = match target.split {
+        Split::RecordsPerFile(n) => serde_json::json!({ "records_per_file": n }),
+        Split::Files(n) => serde_json::json!({ "files": n }),
+    };
+    let files: Vec<serde_json::Value> = inputs
+        .iter()
+        .zip(sizes)
+        .map(|(i, size)| serde_json::json!({ "name": &**i.name(), "size": size }))
+        .collect();
+    serde_json::json!({
+        "grist_convert": 1,
+        "format": target.format.id(),
+        "options": {
+            "compression": o.compression,
+            "codec": o.codec,
+            "schema": o.schema,
+            "payload": o.payload,
+            "lossy": o.lossy == grist_tensor::Lossy::Allow,
+        },
+        "spec": spec_json(spec),
+        "split": split,
+        "sources": {
+            "given": given,
+            "format": source_format.id(),
+            "files": files,
+        },
+        "shards": target.shard.count,
+    })
+}
+
+/// The parts a previous run of this conversion and shard completed.
+struct Previous {
+    /// Its manifest, when it finished and every part is there.
+    complete: Option<Manifest>,
+    /// Otherwise, the parts to keep: the longest prefix of those it
+    /// entered (manifest or journal) that are there with their sizes.
+    parts: Vec<ManifestPart>,
+}
+
+fn previous_parts(
+    storage: &Storage,
+    out: &Address,
+    identity: &serde_json::Value,
+    shard: Shard,
+    manifest_address: &Address,
+) -> Result<Previous, ConvertError> {
+    let ours =
+        |m: &Manifest| &m.convert == identity && m.shard == (shard.count > 1).then_some(shard);
+    let read = |address: &Address| match Manifest::read(storage, address) {
+        Ok(m) if ours(&m) => Ok(Some(m)),
+        // Another conversion's, or unreadable: claim() removed or refused
+        // those; a stray one is overwritten.
+        Ok(_) | Err(ConvertError::NoConversion { .. } | ConvertError::BadState { .. }) => Ok(None),
+        Err(e) => Err(e),
+    };
+    let entered = match read(manifest_address)? {
+        Some(m) if m.complete => {
+            if manifest::check_parts(storage, out, &m.parts).is_ok() {
+                return Ok(Previous {
+                    complete: Some(m),
+                    parts: Vec::new(),
+                });
+            }
+            m.parts
+        }
+        _ => match read(&out.join(&shard.journal_name()))? {
+            Some(j) => j.parts,
+            None => Vec::new(),
+        },
+    };
+    let present = entered
+        .iter()
+        .take_while(|p| manifest::part_present(storage, out, p))
+        .count();
+    Ok(Previous {
+        complete: None,
+        parts: entered.into_iter().take(present).collect(),
+    })
+}
+
+/// The report's view of manifest entries.
+fn parts_written(out: &Address, parts: &[ManifestPart]) -> Vec<(Address, Written)> {
+    parts
+        .iter()
+        .map(|p| (out.join(&p.file), p.written()))
+        .collect()
 }
 
 /// Where record `n` of the conversion (counting every input's records in
@@ -405,16 +755,23 @@ fn locate(format: &dyn Format, inputs: &[grist_tensor::Input], n: u64) -> Locati
     Location::record(file, n)
 }
 
+/// A batch numbered by its first and end records; `None` for one wholly
+/// in the parts a previous run completed (not encoded).
+type ToEncode = (u64, u64, Option<Batch>);
+
 /// The loader's batches, numbered by their first record, into `tx` until
-/// the end, an error, or the receiving side hanging up.
+/// the end, an error, or the receiving side hanging up; those that end
+/// at or before record `skip` go without their rows.
 fn read_loop(
     loader: &mut grist_loader::Loader,
-    tx: SyncSender<(u64, u64, Batch)>,
+    tx: SyncSender<ToEncode>,
+    skip: u64,
 ) -> Result<(), grist_loader::Error> {
     let mut first = 0u64;
     while let Some(batch) = loader.next_batch() {
         let batch = batch?;
         let end = first + batch.rows() as u64;
+        let batch = (end > skip).then_some(batch);
         if tx.send((first, end, batch)).is_err() {
             break;
         }
@@ -426,18 +783,27 @@ fn read_loop(
 /// A batch's records (or why not), numbered by its first and end records.
 type Encoded = (u64, u64, Result<Vec<Vec<u8>>, BoxError>);
 
-/// Encodes batches from `rx` into `tx` until either side hangs up.
+/// Encodes batches from `rx` into `tx` until either side hangs up,
+/// counting the records encoded in `encoded`.
 fn encode_loop(
-    rx: &Mutex<Receiver<(u64, u64, Batch)>>,
+    rx: &Mutex<Receiver<ToEncode>>,
     tx: &SyncSender<Encoded>,
     encoder: &dyn Encoder,
+    encoded: &AtomicU64,
 ) {
     loop {
         let next = rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
         let Ok((first, end, batch)) = next else {
             return;
         };
-        if tx.send((first, end, encoder.encode(&batch))).is_err() {
+        let records = match batch {
+            Some(batch) => {
+                encoded.fetch_add(batch.rows() as u64, Ordering::Relaxed);
+                encoder.encode(&batch)
+            }
+            None => Ok(Vec::new()),
+        };
+        if tx.send((first, end, records)).is_err() {
             return;
         }
     }
@@ -451,8 +817,15 @@ struct Parts<'a> {
     spec: &'a SpecFile,
     options: &'a WriteOptions,
     per_file: u64,
+    shard: Shard,
     current: Option<(Address, Box<dyn RecordSink>)>,
     files: Vec<(Address, Written)>,
+    /// `files` as the journal and the manifest list them.
+    entries: Vec<ManifestPart>,
+    identity: &'a serde_json::Value,
+    journal: &'a Address,
+    progress: Option<ProgressFn>,
+    counts: ConvertProgress,
 }
 
 impl Parts<'_> {
@@ -466,7 +839,10 @@ impl Parts<'_> {
     /// Opens the next file.
     fn open(&mut self) -> Result<(), ConvertError> {
         let n = self.files.len();
-        let address = self.out.join(&self.format.part_name(n, self.options));
+        let name = self
+            .shard
+            .part_name(&self.format.part_name(n, self.options));
+        let address = self.out.join(&name);
         let sink = self
             .format
             .create(self.storage, &address, self.spec, self.options)
@@ -475,11 +851,19 @@ impl Parts<'_> {
         Ok(())
     }
 
-    /// Commits the current file.
+    /// Commits the current file, then enters it in the journal.
     fn close(&mut self) -> Result<(), ConvertError> {
         if let Some((address, sink)) = self.current.take() {
             let written = sink.finish().map_err(|e| Self::write_err(&address, e))?;
+            self.entries.push(ManifestPart::new(&address, &written));
             self.files.push((address, written));
+            let journal = Manifest::new(
+                false,
+                self.identity.clone(),
+                self.shard,
+                self.entries.clone(),
+            );
+            manifest::write_json(self.storage, self.journal, &journal, false)?;
         }
         Ok(())
     }
@@ -495,9 +879,14 @@ impl Parts<'_> {
                     .map_err(|e| Self::write_err(address, e))?;
                 full = sink.records() >= self.per_file;
             }
+            self.counts.records += 1;
+            self.counts.bytes += record.len() as u64;
             if full {
                 self.close()?;
             }
+        }
+        if let Some(f) = &self.progress {
+            (f.0)(&self.counts);
         }
         Ok(())
     }
@@ -539,20 +928,5 @@ fn write_spec_file(
     address: &Address,
     spec: &SpecFile,
 ) -> Result<(), ConvertError> {
-    let err = |source: BoxError| ConvertError::Write {
-        file: address.name().clone(),
-        source,
-    };
-    let storage_err = |e| err(Box::new(StorageError::new(address.name().clone(), e)));
-    let mut text = serde_json::to_vec_pretty(&spec_json(spec))
-        .map_err(|source| err(Box::new(TensorError::SpecJson { source })))?;
-    text.push(b'\n');
-    let mut file = storage.create(address).map_err(storage_err)?;
-    file.write_all(&text).map_err(|source| {
-        err(Box::new(TensorError::Io {
-            at: Box::new(Location::file(address.name().clone())),
-            source,
-        }))
-    })?;
-    file.commit().map_err(storage_err)
+    manifest::write_json(storage, address, &spec_json(spec), false)
 }

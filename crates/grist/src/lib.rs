@@ -82,8 +82,14 @@
 use std::sync::Arc;
 
 mod convert;
+mod manifest;
 
-pub use convert::{ConvertError, ConvertReport, ConvertTarget, SPEC_FILE, Split, convert};
+pub use convert::{
+    ConvertError, ConvertProgress, ConvertReport, ConvertTarget, SPEC_FILE, Split, convert,
+};
+pub use manifest::{
+    CONVERT_FILE, MANIFEST_FILE, Manifest, ManifestPart, PAUSE_BEFORE_MANIFEST, Shard, merge_shards,
+};
 
 pub use grist_avro_tensor as avro;
 pub use grist_ffrecord as ffrecord;

@@ -410,9 +410,16 @@ fn a_failed_conversion_leaves_only_whole_files() {
         );
         let names = grist_testkit::dir_entries(&out);
         let part = |n| format(id).part_name(n, &WriteOptions::new());
+        // The finished parts, what the conversion is, and the journal
+        // that lets a rerun resume after them.
         assert_eq!(
             names,
-            vec![part(0), part(1)],
+            vec![
+                "convert-journal.json".to_string(),
+                "convert.json".to_string(),
+                part(0),
+                part(1)
+            ],
             "{id}: only the finished parts"
         );
         let got = load(

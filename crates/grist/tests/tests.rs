@@ -14,4 +14,5 @@ mod corpus;
 mod detection;
 mod faults;
 mod remote;
+mod resume;
 mod writers;
