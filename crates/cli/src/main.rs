@@ -10,6 +10,7 @@
 mod bench;
 mod cat;
 mod completions;
+mod convert;
 mod count;
 mod demo;
 mod fmt;
@@ -95,6 +96,9 @@ enum Command {
     /// Measure end-to-end decoding speed (read + framing + checks + parse).
     /// The report (a table, or --json) is the output: stdout.
     Bench(bench::Args),
+    /// Convert files of one format into another (TFRecord, Avro, FFRecord,
+    /// OFRecord): resumable, shardable, verifiable.
+    Convert(convert::Args),
     /// Generate a synthetic dataset (TFRecord, Avro, FFRecord or OFRecord
     /// files plus a spec file).
     Gen(generate::Args),
@@ -114,6 +118,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Index(args) => index::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Convert(args) => convert::run(args),
         Command::Gen(args) => generate::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Completions(args) => completions::run(args, Cli::command()),

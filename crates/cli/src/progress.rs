@@ -1,5 +1,5 @@
 //! Progress bars on stderr for the long commands (`gen`, `verify`,
-//! `count`), drawn only when stderr is a terminal: piped or redirected,
+//! `count`, `convert`), drawn only when stderr is a terminal: piped or redirected,
 //! stderr carries nothing but status lines and errors.
 
 use std::io::IsTerminal as _;
@@ -42,6 +42,12 @@ impl Progress {
         Progress {
             bar: Some(Self::drawn(total, unit)),
         }
+    }
+
+    /// Whether a bar would be drawn (stderr is a terminal): what is
+    /// only worth computing for a bar (a total) can be skipped otherwise.
+    pub(crate) fn drawn_here() -> bool {
+        std::io::stderr().is_terminal()
     }
 
     /// The bar itself, drawn on stderr.

@@ -210,6 +210,11 @@ pub(crate) struct PayloadArg {
 }
 
 impl PayloadArg {
+    /// The payload `kind`, as if given with `--payload`.
+    pub(crate) fn of(kind: Option<String>) -> Self {
+        PayloadArg { payload: kind }
+    }
+
     /// `format` configured with the payload asked for, if any.
     fn configure(&self, format: Arc<dyn Format>) -> anyhow::Result<Arc<dyn Format>> {
         match &self.payload {
