@@ -240,7 +240,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         });
     }
     let started = Instant::now();
-    let report = grist::convert(&args.inputs, Some(&spec), &target)?;
+    let report = grist::convert(&args.inputs, Some(&spec), &target).map_err(|e| match e {
+        e @ grist::ConvertError::DifferentConversion { .. } => {
+            anyhow::Error::from(e).context("not converting (pass --force to replace them)")
+        }
+        e => e.into(),
+    })?;
     bar.finish();
     summary(&report, out, started.elapsed());
     if args.verify {

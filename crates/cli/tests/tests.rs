@@ -6,6 +6,7 @@
 
 mod avro;
 mod commands;
+mod convert;
 mod corpus;
 mod detection;
 mod ffrecord;
