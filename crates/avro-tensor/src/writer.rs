@@ -104,6 +104,9 @@ pub struct WriteSummary {
     pub digest: Option<grist_io::Digest>,
 }
 
+/// Commits the inner writer of a file (and says its digest).
+type Commit<W> = fn(W) -> grist_io::Result<Option<grist_io::Digest>>;
+
 /// Writes an object container file from already-encoded datums, to a file
 /// or object (atomically) or to any [`Write`].
 ///
@@ -142,7 +145,7 @@ pub struct ContainerWriter<W: Write = Writer> {
     out: Option<BufWriter<W>>,
     /// Makes the output visible, for [`ContainerWriter::create_at`]
     /// ([`Writer::commit`]); `None` for a plain [`Write`].
-    commit: Option<fn(W) -> grist_io::Result<Option<grist_io::Digest>>>,
+    commit: Option<Commit<W>>,
     codec: Codec,
     sync: [u8; SYNC_LEN],
     sync_interval: usize,

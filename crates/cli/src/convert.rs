@@ -475,10 +475,12 @@ fn narrow(mut batch: Value, narrowed: &[String]) -> Value {
     fn round(v: &mut Value) {
         match v {
             Value::Number(n) => {
-                if let Some(f) = n.as_f64().filter(|_| n.is_f64()) {
-                    if let Some(r) = serde_json::Number::from_f64(f64::from(f as f32)) {
-                        *n = r;
-                    }
+                let narrowed = n
+                    .as_f64()
+                    .filter(|_| n.is_f64())
+                    .and_then(|f| serde_json::Number::from_f64(f64::from(f as f32)));
+                if let Some(r) = narrowed {
+                    *n = r;
                 }
             }
             Value::Array(a) => a.iter_mut().for_each(round),

@@ -331,7 +331,7 @@ fn shards_and_merge() {
 #[test]
 fn a_different_conversion_needs_force() {
     let dir = tempfile::tempdir().unwrap();
-    let (inputs, spec) = write_ids(&dir.path().join("in"), &[0..100]);
+    let (inputs, spec) = write_ids(&dir.path().join("in"), std::slice::from_ref(&(0..100)));
     let out = dir.path().join("out");
     let args = |extra: &[&str]| {
         let mut a = vec!["--to", "tfrecord"];

@@ -227,7 +227,7 @@ fn shards_cover_every_record_once() {
     let one_dir = dir.path().join("one");
     std::fs::create_dir(&one_dir).unwrap();
     // Large enough for several chunks of the stream.
-    let one = write_inputs(&one_dir, &[0..40_000]);
+    let one = write_inputs(&one_dir, std::slice::from_ref(&(0..40_000)));
     for (what, inputs) in [("files", &several), ("records", &one)] {
         let mut want = ids(&load(inputs, &spec()));
         want.sort_unstable();
@@ -279,7 +279,7 @@ fn shards_cover_every_record_once() {
 #[test]
 fn a_different_conversion_is_refused_without_force() {
     let dir = tempfile::tempdir().unwrap();
-    let inputs = write_inputs(dir.path(), &[0..120]);
+    let inputs = write_inputs(dir.path(), std::slice::from_ref(&(0..120)));
     let out = dir.path().join("out");
     let target = |per_file| {
         ConvertTarget::new(format("avro"), out.display().to_string())
@@ -332,7 +332,7 @@ fn a_different_conversion_is_refused_without_force() {
 #[test]
 fn a_shard_beyond_its_count_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let inputs = write_inputs(dir.path(), &[0..10]);
+    let inputs = write_inputs(dir.path(), std::slice::from_ref(&(0..10)));
     let out = dir.path().join("out");
     let target = ConvertTarget::new(format("avro"), out.display().to_string()).with_shard(3, 3);
     let err = grist::convert(&inputs, Some(&spec()), &target).unwrap_err();

@@ -76,6 +76,9 @@ pub struct WriteSummary {
     pub digest: Option<grist_io::Digest>,
 }
 
+/// Commits the inner writer of a file (and says its digest).
+type Commit<W> = fn(W) -> grist_io::Result<Option<grist_io::Digest>>;
+
 /// Writes TFRecord frames to a file or object (atomically) or to any
 /// [`Write`].
 ///
@@ -110,7 +113,7 @@ pub struct RecordWriter<W: Write = Writer> {
     index: Option<IndexSink>,
     /// Makes the output visible, for [`RecordWriter::create_at`]
     /// ([`Writer::commit`]); `None` for a plain [`Write`].
-    commit: Option<fn(W) -> grist_io::Result<Option<grist_io::Digest>>>,
+    commit: Option<Commit<W>>,
     records: u64,
     bytes: u64,
     failed: bool,
