@@ -314,6 +314,11 @@ pub(crate) fn claim(
         .filter(|a| a.file_name().is_some_and(is_output_name))
         .collect();
     if let (Some(first), false) = (outputs.first(), force) {
+        // Another shard of this conversion, started at the same time, may
+        // have claimed the folder since it was read above.
+        if matches!(read_json(storage, &address), Ok(Some(held)) if &held == identity) {
+            return Ok(());
+        }
         return Err(ConvertError::DifferentConversion {
             file: first.name().clone(),
         });
@@ -322,9 +327,13 @@ pub(crate) fn claim(
     for a in outputs.iter().filter(|a| a.name() != address.name()) {
         storage.remove(a).map_err(|e| storage_err(a, e))?;
     }
-    storage
-        .remove_temporaries(out, &is_output_name)
-        .map_err(|e| storage_err(out, e))?;
+    if force {
+        // Only when replacing: a fresh folder may be claimed by several
+        // shards at once, each writing its temporary files.
+        storage
+            .remove_temporaries(out, &is_output_name)
+            .map_err(|e| storage_err(out, e))?;
+    }
     write_json(storage, &address, identity, false)
 }
 

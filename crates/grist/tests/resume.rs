@@ -273,6 +273,42 @@ fn shards_cover_every_record_once() {
     }
 }
 
+/// Shards started together into an empty folder (as a job array starts
+/// them) all claim it as the same conversion.
+#[test]
+fn shards_started_together_share_the_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let ranges: Vec<_> = (0..6).map(|k| k * 40..(k + 1) * 40).collect();
+    let inputs = write_inputs(dir.path(), &ranges);
+    for round in 0..5 {
+        let out = dir.path().join(format!("out-{round}"));
+        let results: Vec<_> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..3)
+                .map(|i| {
+                    let (out, inputs) = (&out, &inputs);
+                    s.spawn(move || {
+                        let target =
+                            ConvertTarget::new(format("ffrecord"), out.display().to_string())
+                                .with_records_per_file(25)
+                                .with_shard(i, 3);
+                        grist::convert(inputs, Some(&spec()), &target).map(|r| r.records)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut total = 0;
+        for r in results {
+            total += r.unwrap_or_else(|e| panic!("round {round}: {e}"));
+        }
+        assert_eq!(total, 240, "round {round}");
+        let mut got = ids(&load_out(&out));
+        got.sort_unstable();
+        assert_eq!(got, (0..240).collect::<Vec<_>>(), "round {round}");
+        grist::merge_shards(&Storage::new(), &out.display().to_string()).unwrap();
+    }
+}
+
 /// Another conversion into the same folder is refused (nothing touched)
 /// unless forced, and then replaces the old outputs; files named as
 /// outputs without a convert.json are refused too.
