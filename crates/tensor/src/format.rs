@@ -17,7 +17,9 @@
 //!   [`BatchBuilder`], and does a chunk's deferred
 //!   work on the thread that decodes it;
 //! * a [`Records`] iterator: each record's bytes and a generic JSON
-//!   decoding of it (`grist cat --raw/--records`, `grist inspect`).
+//!   decoding of it (`grist cat --raw/--records`, `grist inspect`);
+//! * an [`Inferred`] spec: the features that read the inputs, from their
+//!   schema or by sampling their first records (`grist spec`).
 //!
 //! Errors cross the contract as [`BoxError`]s, which answer
 //! [`location`](crate::FormatError::location) whatever the format.
@@ -35,7 +37,10 @@ use bytes::Bytes;
 use grist_io::{Address, BufferPool, Object, Storage};
 use serde::{Deserialize, Serialize};
 
-use crate::{Access, BatchBuilder, BoxError, Chunk, FeatureSpec, Limits, SpecFile, StorageError};
+use crate::{
+    Access, BatchBuilder, BoxError, Chunk, FeatureSpec, InferOptions, Inferred, Limits, SpecFile,
+    StorageError,
+};
 
 /// A file's header as its format reads it (Avro: the writer schema and the
 /// codec), shared by the file's chunks; the format's decoder downcasts it.
@@ -851,6 +856,28 @@ pub trait Format: Send + Sync + fmt::Debug {
             what: format!(
                 "{}: {} files have no index files",
                 input.name(),
+                self.name()
+            ),
+        }))
+    }
+
+    /// The feature specs that read `inputs` (a file, or the files of a
+    /// dataset), with notes on what was left out: from the writer schema
+    /// (Avro), or by sampling the first `options.records` records (the
+    /// formats of tf.Example, SequenceExample and OFRecord records, under
+    /// the rules of [`SpecSampler`](crate::SpecSampler)). Inputs with no
+    /// record to sample are an error ([`TensorError::NoRecords`]), as an
+    /// empty spec would read every record as nothing.
+    ///
+    /// By default, an error: the format cannot infer specs.
+    ///
+    /// [`TensorError::NoRecords`]: crate::TensorError::NoRecords
+    fn infer_spec(&self, inputs: &[Input], options: &InferOptions) -> Result<Inferred, BoxError> {
+        let _ = options;
+        Err(Box::new(crate::TensorError::Unsupported {
+            what: format!(
+                "{}: {} files carry no schema and no self-describing records to infer a spec                  from; write the spec by hand",
+                crate::inputs_named(inputs),
                 self.name()
             ),
         }))

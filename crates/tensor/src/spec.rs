@@ -540,6 +540,80 @@ impl SpecFile {
             }),
         }
     }
+
+    /// The JSON value of the spec file, in the form
+    /// [`from_value`](Self::from_value) reads back to an equal value: a
+    /// plain spec as `{"features": [...]}`, a sequence spec as
+    /// `{"context_features": [...], "sequence_features": [...]}` (and
+    /// `features` too when it has any), with `batch_size` and
+    /// `drop_remainder` when they are set.
+    ///
+    /// Context and sequence features of a spec that is not marked
+    /// [`sequence`](Self::sequence) are written too, and read back as a
+    /// sequence spec: the two keys are what marks one.
+    pub fn to_value(&self) -> serde_json::Value {
+        let list = |specs: &[FeatureSpec]| {
+            serde_json::Value::Array(
+                specs
+                    .iter()
+                    // A FeatureSpec is a tagged enum of plain fields and
+                    // JSON values: serializing it cannot fail.
+                    .map(|s| serde_json::to_value(s).unwrap_or(serde_json::Value::Null))
+                    .collect(),
+            )
+        };
+        let mut map = serde_json::Map::new();
+        let sequence = self.sequence
+            || !self.context_features.is_empty()
+            || !self.sequence_features.is_empty();
+        if !sequence || !self.features.is_empty() {
+            map.insert("features".into(), list(&self.features));
+        }
+        if sequence {
+            map.insert("context_features".into(), list(&self.context_features));
+            map.insert("sequence_features".into(), list(&self.sequence_features));
+        }
+        if let Some(b) = self.batch_size {
+            map.insert("batch_size".into(), b.into());
+        }
+        if let Some(d) = self.drop_remainder {
+            map.insert("drop_remainder".into(), d.into());
+        }
+        serde_json::Value::Object(map)
+    }
+
+    /// The spec file as pretty-printed JSON text (see
+    /// [`to_value`](Self::to_value)), which [`from_json`](Self::from_json)
+    /// reads back to an equal value and `grist cat --spec` accepts.
+    ///
+    /// ```
+    /// use grist_tensor::{DType, FeatureSpec, SpecFile};
+    /// let spec = SpecFile {
+    ///     features: vec![FeatureSpec::dense("id", DType::Int64, [])],
+    ///     batch_size: Some(32),
+    ///     ..SpecFile::default()
+    /// };
+    /// let text = spec.to_json();
+    /// assert!(text.contains("\"batch_size\": 32"));
+    /// assert_eq!(SpecFile::from_json(&text).unwrap(), spec);
+    /// ```
+    pub fn to_json(&self) -> String {
+        // Serializing a `Value` to a string cannot fail.
+        serde_json::to_string_pretty(&self.to_value()).unwrap_or_default()
+    }
+}
+
+impl Serialize for SpecFile {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_value().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for SpecFile {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(d)?;
+        SpecFile::from_value(&value).map_err(serde::de::Error::custom)
+    }
 }
 
 #[cfg(test)]
