@@ -546,6 +546,20 @@ pub struct RecordOptions {
     pub sequence: bool,
 }
 
+impl RecordOptions {
+    /// How files are read. By default, [`ReadOptions::default`].
+    pub fn with_read(mut self, read: ReadOptions) -> Self {
+        self.read = read;
+        self
+    }
+
+    /// Decode tf.SequenceExamples. By default, `false`.
+    pub fn with_sequence(mut self, sequence: bool) -> Self {
+        self.sequence = sequence;
+        self
+    }
+}
+
 /// Records one by one, for tools (`grist cat --raw/--records`,
 /// `inspect`, `verify`): a format's records with their places, and a
 /// generic decoding of each into JSON.

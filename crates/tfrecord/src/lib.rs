@@ -78,6 +78,7 @@ mod writer;
 // -- tf.Example / tf.SequenceExample parsing and building --
 mod decoder;
 mod encode;
+mod infer;
 mod plan;
 mod records;
 mod report;
@@ -97,6 +98,7 @@ pub use index::{
     IndexEntry, IndexedReader, build_index, index_path, parse_index, read_index, verify_index,
     write_index, write_index_to,
 };
+pub use infer::sample_example;
 pub use records::{example_to_json, sequence_example_to_json};
 pub use source::{TfRecordSource, TfStream};
 pub use writer::{RecordWriter, WriteSummary, WriterOptions};
