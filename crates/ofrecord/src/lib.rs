@@ -100,6 +100,7 @@ mod writer;
 // -- records: wire format, decode plans, decoder, whole records, encoding --
 mod decoder;
 mod encode;
+mod infer;
 mod plan;
 mod record;
 mod report;
@@ -121,6 +122,7 @@ pub use framing::{
     Decoded, Frame, FrameDecoder, LENGTH_PREFIX, RawRecord, ReaderOptions, RecordReader,
 };
 pub use grist_tensor::{FeatureProblem, FormatError, Location};
+pub use infer::sample_ofrecord;
 pub use plan::{BytesSpec, Field, RawDType, RawSpec};
 pub use record::{FeatureValue, MAX_INLINE_BYTES, Record};
 pub use source::{OfRecordSource, OfStream};

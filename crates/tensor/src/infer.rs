@@ -255,6 +255,8 @@ pub struct SpecSampler {
     records: u64,
     features: BTreeMap<String, Seen>,
     lists: BTreeMap<String, Seen>,
+    /// Features left out before their values were looked at, and why.
+    unusable: BTreeMap<String, String>,
     sequence_seen: bool,
 }
 
@@ -307,6 +309,15 @@ impl SpecSampler {
         self.sequence_seen = true;
     }
 
+    /// Leaves feature `name` out of the spec, because of `message` (a
+    /// name that is not UTF-8, ...); said once in the notes, however
+    /// often it is called.
+    pub fn leave_out(&mut self, name: &str, message: &str) {
+        if !self.unusable.contains_key(name) {
+            self.unusable.insert(name.to_string(), message.to_string());
+        }
+    }
+
     /// Ends the current record.
     pub fn end_record(&mut self) {
         self.records += 1;
@@ -326,9 +337,16 @@ impl SpecSampler {
     pub fn finish(self, sequence: Option<bool>) -> Inferred {
         let sequence = sequence.unwrap_or(self.sequence_seen);
         let records = self.records;
-        let mut notes = Vec::new();
+        let mut notes: Vec<InferNote> = self
+            .unusable
+            .iter()
+            .map(|(name, message)| InferNote::skipped(name, message))
+            .collect();
         let mut plain = Vec::new();
         for (name, seen) in &self.features {
+            if self.unusable.contains_key(name) {
+                continue;
+            }
             if let Some(problem) = seen.problem() {
                 notes.push(InferNote::skipped(name, problem));
                 continue;
