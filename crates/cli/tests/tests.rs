@@ -10,4 +10,5 @@ mod detection;
 mod ffrecord;
 mod ofrecord;
 mod remote;
+mod spec;
 mod support;

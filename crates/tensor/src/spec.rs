@@ -552,34 +552,9 @@ impl SpecFile {
     /// [`sequence`](Self::sequence) are written too, and read back as a
     /// sequence spec: the two keys are what marks one.
     pub fn to_value(&self) -> serde_json::Value {
-        let list = |specs: &[FeatureSpec]| {
-            serde_json::Value::Array(
-                specs
-                    .iter()
-                    // A FeatureSpec is a tagged enum of plain fields and
-                    // JSON values: serializing it cannot fail.
-                    .map(|s| serde_json::to_value(s).unwrap_or(serde_json::Value::Null))
-                    .collect(),
-            )
-        };
-        let mut map = serde_json::Map::new();
-        let sequence = self.sequence
-            || !self.context_features.is_empty()
-            || !self.sequence_features.is_empty();
-        if !sequence || !self.features.is_empty() {
-            map.insert("features".into(), list(&self.features));
-        }
-        if sequence {
-            map.insert("context_features".into(), list(&self.context_features));
-            map.insert("sequence_features".into(), list(&self.sequence_features));
-        }
-        if let Some(b) = self.batch_size {
-            map.insert("batch_size".into(), b.into());
-        }
-        if let Some(d) = self.drop_remainder {
-            map.insert("drop_remainder".into(), d.into());
-        }
-        serde_json::Value::Object(map)
+        // A spec file is plain fields and JSON values: serializing it
+        // cannot fail.
+        serde_json::to_value(self).unwrap_or_default()
     }
 
     /// The spec file as pretty-printed JSON text (see
@@ -598,14 +573,40 @@ impl SpecFile {
     /// assert_eq!(SpecFile::from_json(&text).unwrap(), spec);
     /// ```
     pub fn to_json(&self) -> String {
-        // Serializing a `Value` to a string cannot fail.
-        serde_json::to_string_pretty(&self.to_value()).unwrap_or_default()
+        // Written straight from the fields, so that each feature's keys
+        // keep their order (kind, name, dtype, ...); cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_default()
     }
+}
+
+/// The JSON form of a [`SpecFile`], its keys in this order.
+#[derive(Serialize)]
+struct SpecFileJson<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    features: Option<&'a [FeatureSpec]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context_features: Option<&'a [FeatureSpec]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sequence_features: Option<&'a [FeatureSpec]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batch_size: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    drop_remainder: Option<bool>,
 }
 
 impl Serialize for SpecFile {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.to_value().serialize(s)
+        let sequence = self.sequence
+            || !self.context_features.is_empty()
+            || !self.sequence_features.is_empty();
+        SpecFileJson {
+            features: (!sequence || !self.features.is_empty()).then_some(&self.features[..]),
+            context_features: sequence.then_some(&self.context_features[..]),
+            sequence_features: sequence.then_some(&self.sequence_features[..]),
+            batch_size: self.batch_size,
+            drop_remainder: self.drop_remainder,
+        }
+        .serialize(s)
     }
 }
 
