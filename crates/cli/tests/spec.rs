@@ -107,7 +107,7 @@ fn spec_of_generated_prod19_reads_it_like_its_own_spec() {
             format,
             "--out",
         ];
-        grist_on(&args, &[data.clone()]).assert_ok(format);
+        grist_on(&args, std::slice::from_ref(&data)).assert_ok(format);
     }
     let cases = [
         ("prod19.tfrecord", "prod19.spec.json"),
