@@ -179,7 +179,9 @@ pub(crate) fn infer(inputs: &[Input], options: &InferOptions) -> Result<Inferred
         }));
     };
     let reader_options = ReaderOptions::default().with_limits(options.read.limits);
-    let reader = report::open(first, reader_options.clone())?;
+    // Only the header is read here: a remote object is not read far ahead.
+    let header_only = first.clone().with_read_ahead(64 << 10);
+    let reader = report::open(&header_only, reader_options.clone())?;
     let schema = reader.schema().schema().clone();
     drop(reader);
     let Node::Record { fields, .. } = schema.node(schema.root) else {

@@ -32,7 +32,7 @@ fn dtype_of(kind: ListKind) -> DType {
 ///
 /// let mut sampler = SpecSampler::new();
 /// let record = RecordBuilder::new().with_doubles("d", [0.5, 1.5]).encode();
-/// sample_ofrecord(&record, &Location::record("mem".into(), 0), &mut sampler)?;
+/// sample_ofrecord(&record, &Location::record("mem", 0), &mut sampler)?;
 /// let spec = sampler.finish(Some(false)).spec;
 /// assert_eq!(spec.features, [FeatureSpec::dense("d", DType::Float64, [2])]);
 /// # Ok::<(), grist_ofrecord::Error>(())

@@ -33,7 +33,7 @@ fn observe(feature: &proto::Feature) -> (Option<DType>, usize) {
 /// use grist_tfrecord::{ExampleBuilder, sample_example};
 ///
 /// let mut sampler = SpecSampler::new();
-/// let at = Location::record("mem".into(), 0);
+/// let at = Location::record("mem", 0);
 /// let record = ExampleBuilder::new().with_int64s("id", [7]).encode();
 /// sample_example(&record, &at, None, &mut sampler)?;
 /// let spec = sampler.finish(None).spec;
