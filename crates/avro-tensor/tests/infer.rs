@@ -334,3 +334,26 @@ fn empty_files_and_schemas_that_are_no_record() {
     let e = infer(&[dir.path().join("missing.avro")], &InferOptions::default()).unwrap_err();
     assert!(e.to_string().contains("missing.avro"), "{e}");
 }
+
+/// Cut files: inference may fail, naming the file, but never panics.
+#[test]
+fn prefixes_of_corpus_files_fail_cleanly() {
+    let dir = temp_dir();
+    let mut cuts = 0;
+    for case in corpus::cases("avro") {
+        for file in &case.files {
+            let bytes = std::fs::read(file).unwrap();
+            let name = file.file_name().unwrap().to_str().unwrap();
+            let cut = dir.path().join(name);
+            let step = (bytes.len() / 150).max(1);
+            for len in (0..bytes.len()).step_by(step) {
+                std::fs::write(&cut, &bytes[..len]).unwrap();
+                if let Err(e) = infer(std::slice::from_ref(&cut), &InferOptions::default()) {
+                    assert!(e.to_string().contains(name), "{e}");
+                }
+                cuts += 1;
+            }
+        }
+    }
+    assert!(cuts > 2000, "{cuts}");
+}

@@ -269,3 +269,25 @@ fn list_kinds_counts_and_empty_parts() {
     let e = infer(&[part(0)], &InferOptions::default().with_sequence(true)).unwrap_err();
     assert!(e.to_string().contains("sequence"), "{e}");
 }
+
+/// Cut parts: inference may fail, naming the part, but never panics.
+#[test]
+fn prefixes_of_corpus_parts_fail_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cuts = 0;
+    for case in corpus::folder_cases("ofrecord") {
+        for part in parts(&case) {
+            let bytes = std::fs::read(&part).unwrap();
+            let cut = dir.path().join("part-00000");
+            let step = (bytes.len() / 200).max(1);
+            for len in (0..bytes.len()).step_by(step) {
+                std::fs::write(&cut, &bytes[..len]).unwrap();
+                if let Err(e) = infer(std::slice::from_ref(&cut), &InferOptions::default()) {
+                    assert!(e.to_string().contains("part-00000"), "{e}");
+                }
+                cuts += 1;
+            }
+        }
+    }
+    assert!(cuts > 500, "{cuts}");
+}

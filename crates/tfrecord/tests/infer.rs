@@ -361,3 +361,27 @@ fn empty_and_damaged_files_are_errors_that_name_them() {
         [FeatureSpec::dense("a", DType::Int64, [])]
     );
 }
+
+/// Cut files: inference may fail, naming the file, but never panics.
+#[test]
+fn prefixes_of_corpus_files_fail_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cuts = 0;
+    for case in corpus::cases("tfrecord") {
+        for file in &case.files {
+            let bytes = std::fs::read(file).unwrap();
+            let name = file.file_name().unwrap();
+            let cut = dir.path().join(name);
+            let step = (bytes.len().min(64 << 10) / 50).max(1);
+            for len in (0..bytes.len().min(64 << 10)).step_by(step) {
+                std::fs::write(&cut, &bytes[..len]).unwrap();
+                if let Err(e) = infer(&[&cut], &InferOptions::default()) {
+                    let text = e.to_string();
+                    assert!(text.contains(name.to_str().unwrap()), "{text}");
+                }
+                cuts += 1;
+            }
+        }
+    }
+    assert!(cuts > 500, "{cuts}");
+}
