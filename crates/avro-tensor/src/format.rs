@@ -179,7 +179,7 @@ impl Format for AvroFormat {
         Ok(Report::new(json, text))
     }
 
-    /// The spec from the first input's writer schema, in the ATDS layout
+    /// The spec from the inputs' writer schema, in the ATDS layout
     /// the decoder reads: a primitive field (int, long, float, double,
     /// boolean; string, bytes, enum and fixed as strings) is a dense
     /// scalar; nested arrays of primitives are varlen, of rank their
@@ -189,6 +189,10 @@ impl Format for AvroFormat {
     /// cannot read (maps, other unions, arrays of records, other records)
     /// are left out, each with a note naming it, so that the rest can be
     /// read.
+    ///
+    /// Each other input's header is read too: a feature that another
+    /// input's writer schema lacks, or types otherwise, is left out with a
+    /// note naming that input.
     ///
     /// The schema gives everything but a sparse feature's shape: that is
     /// the largest index of the first `options.records` records plus one

@@ -39,6 +39,7 @@ fn zero(dtype: DType) -> Value {
 }
 
 /// What one top-level field becomes.
+#[derive(Debug, PartialEq)]
 enum Field {
     Spec(FeatureSpec),
     /// An ATDS sparse record of this rank, its shape still to be found.
@@ -170,23 +171,21 @@ fn widen(value: &AvroValue<'_>, name: &str, max: &mut [Option<i64>]) {
     }
 }
 
-/// The spec of `inputs` from the first one's writer schema (see
-/// `AvroFormat::infer_spec`).
-pub(crate) fn infer(inputs: &[Input], options: &InferOptions) -> Result<Inferred> {
-    let Some(first) = inputs.first() else {
-        return Err(Error::Spec(TensorError::NoRecords {
-            inputs: grist_tensor::inputs_named(inputs),
-        }));
-    };
-    let reader_options = ReaderOptions::default().with_limits(options.read.limits);
-    // Only the header is read here: a remote object is not read far ahead.
-    let header_only = first.clone().with_read_ahead(64 << 10);
-    let reader = report::open(&header_only, reader_options.clone())?;
+/// What each top-level field of the writer schema of `input` becomes, in
+/// writer order: its field (and whether it is `[null, T]`), or why the
+/// ATDS layout cannot read it.
+type Fields = Vec<(String, std::result::Result<(Field, bool), String>)>;
+
+/// The fields of `input`'s writer schema (only its header is read).
+fn fields_of(input: &Input, options: &ReaderOptions) -> Result<Fields> {
+    // A remote object is not read far ahead for its header.
+    let header_only = input.clone().with_read_ahead(64 << 10);
+    let reader = report::open(&header_only, options.clone())?;
     let schema = reader.schema().schema().clone();
     drop(reader);
     let Node::Record { fields, .. } = schema.node(schema.root) else {
         return Err(Error::Schema {
-            file: first.name().clone(),
+            file: input.name().clone(),
             feature: String::new(),
             reason: format!(
                 "the writer schema is {}, not a record of fields: the ATDS layout reads records",
@@ -194,33 +193,70 @@ pub(crate) fn infer(inputs: &[Input], options: &InferOptions) -> Result<Inferred
             ),
         });
     };
+    Ok(fields
+        .iter()
+        .map(|(name, node)| {
+            let (nullable, node) = match schema.node(*node) {
+                Node::Union(b) if b.len() == 2 => match (schema.node(b[0]), schema.node(b[1])) {
+                    (Node::Null, Node::Null) => (false, *node),
+                    (Node::Null, _) => (true, b[1]),
+                    (_, Node::Null) => (true, b[0]),
+                    _ => (false, *node),
+                },
+                _ => (false, *node),
+            };
+            let f = field(&schema, name, node).map(|f| (f, nullable));
+            (name.clone(), f)
+        })
+        .collect())
+}
+
+/// The spec of `inputs` from the first one's writer schema (see
+/// `AvroFormat::infer_spec`); a feature that another input's schema lacks
+/// or types otherwise is left out, with a note naming that input.
+pub(crate) fn infer(inputs: &[Input], options: &InferOptions) -> Result<Inferred> {
+    let Some(first) = inputs.first() else {
+        return Err(Error::Spec(TensorError::NoRecords {
+            inputs: grist_tensor::inputs_named(inputs),
+        }));
+    };
+    let reader_options = ReaderOptions::default().with_limits(options.read.limits);
+    let mut fields = fields_of(first, &reader_options)?;
     let mut notes = Vec::new();
+    for input in &inputs[1..] {
+        let theirs = fields_of(input, &reader_options)?;
+        for (name, mine) in &mut fields {
+            let Ok(mine_ok) = mine else { continue };
+            let same = theirs
+                .iter()
+                .any(|(n, f)| n == name && f.as_ref().ok() == Some(&*mine_ok));
+            if !same {
+                *mine = Err(format!(
+                    "{} has no such field, or one of another type (its writer schema differs \
+                     from {}'s)",
+                    input.name(),
+                    first.name()
+                ));
+            }
+        }
+    }
     // In writer order; sparse fields wait for their shapes.
     let mut out: Vec<Option<FeatureSpec>> = Vec::new();
     let mut pending: BTreeMap<usize, (String, DType, Vec<Option<i64>>)> = BTreeMap::new();
-    for (name, node) in fields {
-        let (nullable, node) = match schema.node(*node) {
-            Node::Union(b) if b.len() == 2 => match (schema.node(b[0]), schema.node(b[1])) {
-                (Node::Null, Node::Null) => (false, *node),
-                (Node::Null, _) => (true, b[1]),
-                (_, Node::Null) => (true, b[0]),
-                _ => (false, *node),
-            },
-            _ => (false, *node),
-        };
-        match field(&schema, name, node) {
-            Err(why) => notes.push(InferNote::skipped(name, why)),
-            Ok(Field::Spec(spec)) if nullable && spec.kind() == "dense" => {
+    for (name, f) in fields {
+        match f {
+            Err(why) => notes.push(InferNote::skipped(&name, why)),
+            Ok((Field::Spec(spec), true)) if spec.kind() == "dense" => {
                 let zero = zero(spec.dtype());
                 notes.push(InferNote::kept(
-                    name,
+                    &name,
                     format!("the field is nullable: a null reads as the default {zero}"),
                 ));
                 out.push(Some(spec.with_default(zero)));
             }
-            Ok(Field::Spec(spec)) => out.push(Some(spec)),
-            Ok(Field::Sparse { dtype, rank }) => {
-                pending.insert(out.len(), (name.clone(), dtype, vec![None; rank]));
+            Ok((Field::Spec(spec), _)) => out.push(Some(spec)),
+            Ok((Field::Sparse { dtype, rank }, _)) => {
+                pending.insert(out.len(), (name, dtype, vec![None; rank]));
                 out.push(None);
             }
         }

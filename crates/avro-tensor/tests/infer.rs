@@ -357,3 +357,48 @@ fn prefixes_of_corpus_files_fail_cleanly() {
     }
     assert!(cuts > 2000, "{cuts}");
 }
+
+/// Files whose writer schemas differ: the features they share alike are
+/// kept, the others left out with a note naming the file that differs.
+#[test]
+fn files_whose_schemas_differ_keep_what_they_share() {
+    let dir = temp_dir();
+    let a = dir.path().join("a.avro");
+    let b = dir.path().join("b.avro");
+    write_apache(&a, MIXED, (0..2).map(|i| mixed_row(i, false)).collect());
+    let other = r#"{"type": "record", "name": "R", "fields": [
+      {"name": "id", "type": "long"},
+      {"name": "flag", "type": "int"},
+      {"name": "sp", "type": {"type": "record", "name": "S", "fields": [
+        {"name": "indices0", "type": {"type": "array", "items": "int"}},
+        {"name": "values", "type": {"type": "array", "items": "float"}}]}}
+    ]}"#;
+    let row = |i: i32| {
+        Apache::Record(vec![
+            ("id".into(), Apache::Long(i as i64)),
+            ("flag".into(), Apache::Int(i)),
+            (
+                "sp".into(),
+                Apache::Record(vec![
+                    ("indices0".into(), Apache::Array(vec![Apache::Int(20 + i)])),
+                    ("values".into(), Apache::Array(vec![Apache::Float(2.0)])),
+                ]),
+            ),
+        ])
+    };
+    write_apache(&b, other, (0..2).map(row).collect());
+    let both = [a.clone(), b.clone()];
+    let inferred = infer(&both, &InferOptions::default()).unwrap();
+    let names: Vec<&str> = inferred.spec.features.iter().map(|s| s.name()).collect();
+    assert_eq!(names, ["id", "sp"]);
+    match &inferred.spec.features[1] {
+        FeatureSpec::Sparse(s) => assert_eq!(s.shape, Some(vec![22])),
+        other => panic!("{other:?}"),
+    }
+    let flag = inferred.skipped().find(|n| n.feature == "flag").unwrap();
+    assert!(flag.message.contains("b.avro"), "{flag}");
+    assert_eq!(inferred.records, 4);
+    // The spec reads both files.
+    let got = decode(&both, &inferred.spec, 4);
+    assert_eq!(got[0]["outputs"]["id"]["values"], json!([0, 1, 0, 1]));
+}
