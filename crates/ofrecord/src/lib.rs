@@ -15,7 +15,9 @@
 //! the other way, [`RecordBuilder`] / [`encode_batch`] make records and a
 //! [`DatasetWriter`] writes them into part files, each atomically.
 //! [`Record`] parses any record whole, for inspection (`grist cat
-//! --records`).
+//! --records`); [`sample_ofrecord`] tells a
+//! [`SpecSampler`](grist_tensor::SpecSampler) what a record holds, for
+//! spec inference (`grist spec`).
 //!
 //! Where OneFlow aborts (missing parts, zero or negative lengths,
 //! truncation, records protobuf cannot parse, missing features, decoder

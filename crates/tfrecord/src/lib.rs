@@ -11,7 +11,9 @@
 //! other way, [`encode_batch`] / [`ExampleBuilder`] make Examples and a
 //! [`RecordWriter`] frames them (atomically: never a truncated file under
 //! the final name). [`IndexedReader`] reads records by number through
-//! NVIDIA DALI-compatible index files.
+//! NVIDIA DALI-compatible index files. [`sample_example`] tells a
+//! [`grist_tensor::SpecSampler`] what a record holds, for spec inference
+//! (`grist spec`).
 //!
 //! ```
 //! use std::sync::Arc;
