@@ -12,4 +12,5 @@ mod ffrecord;
 mod ofrecord;
 mod polish;
 mod remote;
+mod spec;
 mod support;
