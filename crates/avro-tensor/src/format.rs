@@ -9,9 +9,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use grist_tensor::Encoder as _;
 use grist_tensor::{
-    BatchBuilder, BoxError, ByNumber, Chunk, ChunkPos, ChunkStream, FeatureSpec, Format, Input,
-    InspectOptions, Limits, NameMatch, RandomAccess, RawRecord, ReadOptions, RecordOptions,
-    Records, Report, SpecFile, TensorError, Verified, VerifyFailure, WriteOptions,
+    BatchBuilder, BoxError, ByNumber, Chunk, ChunkPos, ChunkStream, FeatureSpec, Format,
+    InferOptions, Inferred, Input, InspectOptions, Limits, NameMatch, RandomAccess, RawRecord,
+    ReadOptions, RecordOptions, Records, Report, SpecFile, TensorError, Verified, VerifyFailure,
+    WriteOptions,
 };
 
 use crate::codec::Codec;
@@ -202,6 +203,35 @@ impl Format for AvroFormat {
         }
         let json = serde_json::json!({"file": name, "format": "avro", "files": files});
         Ok(Report::new(json, text))
+    }
+
+    /// The spec from the inputs' writer schema, in the ATDS layout
+    /// the decoder reads: a primitive field (int, long, float, double,
+    /// boolean; string, bytes, enum and fixed as strings) is a dense
+    /// scalar; nested arrays of primitives are varlen, of rank their
+    /// depth (`shape` all `-1`); a record of arrays `indices0..` (int or
+    /// long) and `values` is sparse. A `[null, T]` field reads as `T`, a
+    /// null in a dense field as 0 (false, empty). Fields the ATDS layout
+    /// cannot read (maps, other unions, arrays of records, other records)
+    /// are left out, each with a note naming it, so that the rest can be
+    /// read.
+    ///
+    /// Each other input's header is read too: a feature that another
+    /// input's writer schema lacks, or types otherwise, is left out with a
+    /// note naming that input.
+    ///
+    /// The schema gives everything but a sparse feature's shape: that is
+    /// the largest index of the first `options.records` records plus one
+    /// (a note says so), and a sparse feature no sampled record has an
+    /// index for is left out. A file without records still has its
+    /// schema, so its spec is inferred all the same.
+    fn infer_spec(&self, inputs: &[Input], options: &InferOptions) -> Result<Inferred, BoxError> {
+        if options.sequence == Some(true) {
+            return Err(Box::new(TensorError::Unsupported {
+                what: "Avro: --sequence is for tf.SequenceExample records".into(),
+            }));
+        }
+        Ok(crate::infer::infer(inputs, options)?)
     }
 
     fn write_index(&self, input: &Input, _options: &ReadOptions) -> Result<u64, BoxError> {

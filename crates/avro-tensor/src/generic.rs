@@ -157,6 +157,11 @@ impl DatumSchema {
         })
     }
 
+    /// The compiled schema.
+    pub(crate) fn schema(&self) -> &Arc<Schema> {
+        &self.schema
+    }
+
     /// The fewest bytes a datum of this schema takes (0 for `null` and
     /// records of nothing but such fields).
     pub fn min_datum_size(&self) -> usize {

@@ -77,6 +77,7 @@ mod writer;
 mod datum;
 mod decoder;
 mod encode;
+mod infer;
 mod plan;
 mod schema;
 mod sink;

@@ -12,7 +12,7 @@ use grist_testkit::corpus;
 use serde_json::Value;
 
 /// One block of records, with its file.
-struct Block {
+pub(crate) struct Block {
     file: Arc<str>,
     index: u64,
     first_record: u64,
@@ -21,11 +21,11 @@ struct Block {
 }
 
 /// Each file's name with its writer schema JSON.
-type Schemas = Vec<(Arc<str>, String)>;
+pub(crate) type Schemas = Vec<(Arc<str>, String)>;
 
 /// Every block of every file, plus each file's schema; stops at the first
 /// container error (returned with the blocks before it).
-fn read_blocks(files: &[PathBuf]) -> (Schemas, Vec<Block>, Option<Error>) {
+pub(crate) fn read_blocks(files: &[PathBuf]) -> (Schemas, Vec<Block>, Option<Error>) {
     let mut schemas = Vec::new();
     let mut blocks = Vec::new();
     for f in files {
@@ -58,7 +58,7 @@ fn read_blocks(files: &[PathBuf]) -> (Schemas, Vec<Block>, Option<Error>) {
 /// With `resume`, each call on a block starts where the last one stopped
 /// (`decode_block_to`); without, it asks for later rows of the whole block
 /// (`decode_block`, which skips the earlier records again).
-fn decode_all(
+pub(crate) fn decode_all(
     decoder: &mut AvroDecoder,
     blocks: &[Block],
     batch_size: usize,

@@ -8,6 +8,7 @@ mod errors;
 mod generic;
 mod generic_differential;
 mod hostile;
+mod infer;
 mod pairs;
 mod pool;
 mod regressions;

@@ -16,6 +16,7 @@ mod demo;
 mod fmt;
 mod generate;
 mod index;
+mod infer;
 mod inspect;
 mod out;
 mod prod19;
@@ -93,6 +94,10 @@ enum Command {
     /// records (Avro), or its headers: samples, legacy flag, sizes
     /// (FFRecord).
     Inspect(inspect::Args),
+    /// Infer the spec file that reads some files (from an Avro writer
+    /// schema, or by sampling records) and print it as JSON, for `cat
+    /// --spec` and `bench --spec`.
+    Spec(infer::Args),
     /// Measure end-to-end decoding speed (read + framing + checks + parse).
     /// The report (a table, or --json) is the output: stdout.
     Bench(bench::Args),
@@ -117,6 +122,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Verify(args) => verify::run(args),
         Command::Index(args) => index::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Spec(args) => infer::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Convert(args) => convert::run(args),
         Command::Gen(args) => generate::run(args),

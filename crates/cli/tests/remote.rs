@@ -480,3 +480,23 @@ fn a_persistent_fault_fails_naming_the_url_in_time() {
         );
     }
 }
+
+/// `grist spec` on URLs prints what it prints on the local paths (the
+/// spec, its notes, its errors).
+#[test]
+fn spec_is_the_same_over_s3() {
+    let corpus_s3 = Corpus::start();
+    let files = [
+        corpus::case("tfrecord", "tfr_sequence_example").files,
+        corpus::case("tfrecord", "tfr_example_gzip").files,
+        corpus::case("tfrecord", "tfr_empty_file").files,
+        corpus::case("avro", "avro_generic_nested").files,
+        corpus::case("avro", "avro_atds_multifile").files,
+        vec![corpus::folder_case("ofrecord", "multi_part").dataset_dir()],
+    ];
+    for paths in files {
+        let mut args = vec![text("spec"), text("--records"), text("5")];
+        args.extend(paths.iter().cloned().map(Arg::Corpus));
+        corpus_s3.same(&args, &format!("spec {paths:?}"));
+    }
+}

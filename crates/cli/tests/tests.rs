@@ -13,4 +13,5 @@ mod ffrecord;
 mod ofrecord;
 mod polish;
 mod remote;
+mod spec;
 mod support;

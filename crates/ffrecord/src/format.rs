@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use grist_tensor::{
     BatchBuilder, BoxError, ByNumber, Chunk, ChunkPos, ChunkStream, FeatureSpec, Format, Gathered,
-    Input, InspectOptions, Limits, NameMatch, RandomAccess, RawRecord, ReadOptions, Record,
-    RecordOptions, RecordSource, Records, Report, SpecFile, TensorError, Verified, VerifyFailure,
-    WriteOptions,
+    InferOptions, Inferred, Input, InspectOptions, Limits, NameMatch, RandomAccess, RawRecord,
+    ReadOptions, Record, RecordOptions, RecordSource, Records, Report, SpecFile, SpecSampler,
+    TensorError, Verified, VerifyFailure, WriteOptions,
 };
 
 use crate::decoder::PayloadDecoder;
@@ -345,6 +345,47 @@ impl Format for FfrFormat {
             }));
         }
         Ok(report::inspect(self, name, inputs)?)
+    }
+
+    /// Samples the first `options.records` samples, read as the payload
+    /// says: tf.Example / SequenceExample
+    /// ([`grist_tfrecord::sample_example`]) or OFRecord
+    /// ([`grist_ofrecord::sample_ofrecord`]) under the rules of
+    /// [`SpecSampler`](grist_tensor::SpecSampler). Raw payloads carry no
+    /// feature names and are refused; files with no samples are an error.
+    fn infer_spec(&self, inputs: &[Input], options: &InferOptions) -> Result<Inferred, BoxError> {
+        let sequence = match (self.payload, options.sequence) {
+            (Payload::Raw, _) => {
+                return Err(Box::new(TensorError::Unsupported {
+                    what: format!(
+                        "{}: raw FFRecord samples name no features and carry no dtype, so no                          spec can be inferred from them; write a spec of one dense feature                          (or give --payload example / ofrecord)",
+                        grist_tensor::inputs_named(inputs)
+                    ),
+                }));
+            }
+            (Payload::OfRecord, Some(true)) => {
+                return Err(Box::new(TensorError::Unsupported {
+                    what: "FFRecord: --sequence is for tf.SequenceExample payloads".into(),
+                }));
+            }
+            (Payload::OfRecord, _) => Some(false),
+            (Payload::Example, sequence) => sequence,
+        };
+        let record_options = RecordOptions::default().with_read(options.read.clone());
+        let mut records = self.records(inputs, &record_options)?;
+        let mut sampler = SpecSampler::new();
+        while sampler.records() < options.records {
+            let Some(r) = records.next_record()? else {
+                break;
+            };
+            match self.payload {
+                Payload::OfRecord => {
+                    grist_ofrecord::sample_ofrecord(&r.bytes, &r.at, &mut sampler)?;
+                }
+                _ => grist_tfrecord::sample_example(&r.bytes, &r.at, sequence, &mut sampler)?,
+            }
+        }
+        Ok(sampler.finish_for(inputs, sequence)?)
     }
 
     fn write_index(&self, input: &Input, _options: &ReadOptions) -> Result<u64, BoxError> {

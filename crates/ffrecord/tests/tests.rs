@@ -4,6 +4,7 @@
 mod corpus;
 mod decode;
 mod errors;
+mod infer;
 mod read;
 mod support;
 mod truncation;

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use grist_tensor::{
     BatchBuilder, BoxError, ByNumber, Chunk, ChunkPos, ChunkStream, FeatureSpec, Format,
-    FramedFile, FramedFiles, Gathered, Input, InspectOptions, Limits, NameMatch, RandomAccess,
-    RawRecord, ReadOptions, Record, RecordOptions, Records, Report, SpecFile, TensorError,
-    Verified, VerifyFailure, WriteOptions,
+    FramedFile, FramedFiles, Gathered, InferOptions, Inferred, Input, InspectOptions, Limits,
+    NameMatch, RandomAccess, RawRecord, ReadOptions, Record, RecordOptions, Records, Report,
+    SpecFile, SpecSampler, TensorError, Verified, VerifyFailure, WriteOptions,
 };
 
 use crate::dataset::PartNaming;
@@ -287,6 +287,28 @@ impl Format for OfRecordFormat {
             }));
         }
         Ok(report::inspect(&self.framing, name, inputs, options)?)
+    }
+
+    /// Samples the first `options.records` records of the parts (see
+    /// [`sample_ofrecord`](crate::sample_ofrecord) and
+    /// [`SpecSampler`](grist_tensor::SpecSampler) for the rules); parts
+    /// with no records are an error, and so is `sequence`.
+    fn infer_spec(&self, inputs: &[Input], options: &InferOptions) -> Result<Inferred, BoxError> {
+        if options.sequence == Some(true) {
+            return Err(Box::new(TensorError::Unsupported {
+                what: "OFRecord: --sequence is for tf.SequenceExample records".into(),
+            }));
+        }
+        let record_options = RecordOptions::default().with_read(options.read.clone());
+        let mut records = self.records(inputs, &record_options)?;
+        let mut sampler = SpecSampler::new();
+        while sampler.records() < options.records {
+            let Some(r) = records.next_record()? else {
+                break;
+            };
+            crate::infer::sample_ofrecord(&r.bytes, &r.at, &mut sampler)?;
+        }
+        Ok(sampler.finish_for(inputs, Some(false))?)
     }
 
     fn write_index(&self, input: &Input, _options: &ReadOptions) -> Result<u64, BoxError> {

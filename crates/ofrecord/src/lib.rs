@@ -15,7 +15,9 @@
 //! the other way, [`RecordBuilder`] / [`encode_batch`] make records and a
 //! [`DatasetWriter`] writes them into part files, each atomically.
 //! [`Record`] parses any record whole, for inspection (`grist cat
-//! --records`).
+//! --records`); [`sample_ofrecord`] tells a
+//! [`SpecSampler`](grist_tensor::SpecSampler) what a record holds, for
+//! spec inference (`grist spec`).
 //!
 //! Where OneFlow aborts (missing parts, zero or negative lengths,
 //! truncation, records protobuf cannot parse, missing features, decoder
@@ -100,6 +102,7 @@ mod writer;
 // -- records: wire format, decode plans, decoder, whole records, encoding --
 mod decoder;
 mod encode;
+mod infer;
 mod plan;
 mod record;
 mod report;
@@ -122,6 +125,7 @@ pub use framing::{
     Decoded, Frame, FrameDecoder, LENGTH_PREFIX, RawRecord, ReaderOptions, RecordReader,
 };
 pub use grist_tensor::{FeatureProblem, FormatError, Location};
+pub use infer::sample_ofrecord;
 pub use plan::{BytesSpec, Field, RawDType, RawSpec};
 pub use record::{FeatureValue, MAX_INLINE_BYTES, Record};
 pub use sink::OfRecordEncoder;

@@ -5,6 +5,7 @@ mod corpus;
 mod decoders;
 mod differential;
 mod errors;
+mod infer;
 mod specs;
 mod support;
 mod truncation;

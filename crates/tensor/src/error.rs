@@ -75,6 +75,12 @@ pub enum TensorError {
         /// What does not match.
         reason: String,
     },
+    /// A spec was to be inferred from records, and the inputs hold none.
+    #[error("{inputs}: no records to infer a spec from")]
+    NoRecords {
+        /// The inputs, as messages name them.
+        inputs: String,
+    },
     /// Reading or writing through the storage layer failed.
     #[error(transparent)]
     Storage(#[from] crate::StorageError),

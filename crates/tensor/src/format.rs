@@ -17,7 +17,9 @@
 //!   [`BatchBuilder`], and does a chunk's deferred
 //!   work on the thread that decodes it;
 //! * a [`Records`] iterator: each record's bytes and a generic JSON
-//!   decoding of it (`grist cat --raw/--records`, `grist inspect`).
+//!   decoding of it (`grist cat --raw/--records`, `grist inspect`);
+//! * an [`Inferred`] spec: the features that read the inputs, from their
+//!   schema or by sampling their first records (`grist spec`).
 //!
 //! Errors cross the contract as [`BoxError`]s, which answer
 //! [`location`](crate::FormatError::location) whatever the format.
@@ -36,8 +38,8 @@ use grist_io::{Address, BufferPool, Object, Storage};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    Access, BatchBuilder, BoxError, Chunk, Encoder, FeatureSpec, Limits, RecordSink, SpecFile,
-    StorageError, WriteOptions,
+    Access, BatchBuilder, BoxError, Chunk, Encoder, FeatureSpec, InferOptions, Inferred, Limits,
+    RecordSink, SpecFile, StorageError, WriteOptions,
 };
 
 /// A file's header as its format reads it (Avro: the writer schema and the
@@ -544,6 +546,20 @@ pub struct RecordOptions {
     pub sequence: bool,
 }
 
+impl RecordOptions {
+    /// How files are read. By default, [`ReadOptions::default`].
+    pub fn with_read(mut self, read: ReadOptions) -> Self {
+        self.read = read;
+        self
+    }
+
+    /// Decode tf.SequenceExamples. By default, `false`.
+    pub fn with_sequence(mut self, sequence: bool) -> Self {
+        self.sequence = sequence;
+        self
+    }
+}
+
 /// Records one by one, for tools (`grist cat --raw/--records`,
 /// `inspect`, `verify`): a format's records with their places, and a
 /// generic decoding of each into JSON.
@@ -854,6 +870,28 @@ pub trait Format: Send + Sync + fmt::Debug {
             what: format!(
                 "{}: {} files have no index files",
                 input.name(),
+                self.name()
+            ),
+        }))
+    }
+
+    /// The feature specs that read `inputs` (a file, or the files of a
+    /// dataset), with notes on what was left out: from the writer schema
+    /// (Avro), or by sampling the first `options.records` records (the
+    /// formats of tf.Example, SequenceExample and OFRecord records, under
+    /// the rules of [`SpecSampler`](crate::SpecSampler)). Inputs with no
+    /// record to sample are an error ([`TensorError::NoRecords`]), as an
+    /// empty spec would read every record as nothing.
+    ///
+    /// By default, an error: the format cannot infer specs.
+    ///
+    /// [`TensorError::NoRecords`]: crate::TensorError::NoRecords
+    fn infer_spec(&self, inputs: &[Input], options: &InferOptions) -> Result<Inferred, BoxError> {
+        let _ = options;
+        Err(Box::new(crate::TensorError::Unsupported {
+            what: format!(
+                "{}: {} files carry no schema and no self-describing records to infer a spec                  from; write the spec by hand",
+                crate::inputs_named(inputs),
                 self.name()
             ),
         }))

@@ -44,7 +44,10 @@
 //!   chunk's rows (or records read by number) into a [`BatchBuilder`],
 //!   and does a chunk's deferred work on the thread that decodes it;
 //! * a [`Records`] iterator: each record's bytes and a generic JSON
-//!   decoding of it (`grist cat --raw/--records`, `grist inspect`).
+//!   decoding of it (`grist cat --raw/--records`, `grist inspect`);
+//! * an [`Inferred`] spec ([`Format::infer_spec`]): the features that read
+//!   the file, from its schema or by sampling its records
+//!   ([`SpecSampler`]), as a [`SpecFile`] that serializes back to JSON.
 //!
 //! Errors cross the contract as [`BoxError`]s, which answer
 //! [`location`](FormatError::location) whatever the format.
@@ -63,6 +66,7 @@ mod dtype;
 mod error;
 mod format;
 mod gather;
+mod infer;
 pub mod json;
 mod limits;
 mod location;
@@ -120,6 +124,7 @@ pub use gather::{FramedFile, FramedFiles, within_waste, within_waste_remote};
 /// How file bytes are fetched (read calls, or memory maps behind an
 /// `unsafe` promise); see [`grist_io::Access`].
 pub use grist_io::Access;
+pub use infer::{InferNote, InferOptions, Inferred, SpecSampler, inputs_named};
 pub use limits::Limits;
 pub use location::{BoxError, ErrorKind, FeatureProblem, FormatError, Location, StorageError};
 pub use mapping::{

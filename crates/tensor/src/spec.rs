@@ -540,6 +540,81 @@ impl SpecFile {
             }),
         }
     }
+
+    /// The JSON value of the spec file, in the form
+    /// [`from_value`](Self::from_value) reads back to an equal value: a
+    /// plain spec as `{"features": [...]}`, a sequence spec as
+    /// `{"context_features": [...], "sequence_features": [...]}` (and
+    /// `features` too when it has any), with `batch_size` and
+    /// `drop_remainder` when they are set.
+    ///
+    /// Context and sequence features of a spec that is not marked
+    /// [`sequence`](Self::sequence) are written too, and read back as a
+    /// sequence spec: the two keys are what marks one.
+    pub fn to_value(&self) -> serde_json::Value {
+        // A spec file is plain fields and JSON values: serializing it
+        // cannot fail.
+        serde_json::to_value(self).unwrap_or_default()
+    }
+
+    /// The spec file as pretty-printed JSON text (see
+    /// [`to_value`](Self::to_value)), which [`from_json`](Self::from_json)
+    /// reads back to an equal value and `grist cat --spec` accepts.
+    ///
+    /// ```
+    /// use grist_tensor::{DType, FeatureSpec, SpecFile};
+    /// let spec = SpecFile {
+    ///     features: vec![FeatureSpec::dense("id", DType::Int64, [])],
+    ///     batch_size: Some(32),
+    ///     ..SpecFile::default()
+    /// };
+    /// let text = spec.to_json();
+    /// assert!(text.contains("\"batch_size\": 32"));
+    /// assert_eq!(SpecFile::from_json(&text).unwrap(), spec);
+    /// ```
+    pub fn to_json(&self) -> String {
+        // Written straight from the fields, so that each feature's keys
+        // keep their order (kind, name, dtype, ...); cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+/// The JSON form of a [`SpecFile`], its keys in this order.
+#[derive(Serialize)]
+struct SpecFileJson<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    features: Option<&'a [FeatureSpec]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context_features: Option<&'a [FeatureSpec]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sequence_features: Option<&'a [FeatureSpec]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batch_size: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    drop_remainder: Option<bool>,
+}
+
+impl Serialize for SpecFile {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let sequence = self.sequence
+            || !self.context_features.is_empty()
+            || !self.sequence_features.is_empty();
+        SpecFileJson {
+            features: (!sequence || !self.features.is_empty()).then_some(&self.features[..]),
+            context_features: sequence.then_some(&self.context_features[..]),
+            sequence_features: sequence.then_some(&self.sequence_features[..]),
+            batch_size: self.batch_size,
+            drop_remainder: self.drop_remainder,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for SpecFile {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(d)?;
+        SpecFile::from_value(&value).map_err(serde::de::Error::custom)
+    }
 }
 
 #[cfg(test)]

@@ -413,3 +413,34 @@ impl Remote {
         self.server.url("corpus", &key)
     }
 }
+
+/// The names of the features that two lists of feature specs (JSON, in
+/// the form `SpecFile::to_value` writes them: every field spelled out)
+/// describe alike: same name, kind, dtype and shape, and the same
+/// everything else but the informational `tf_class` / `atds_class` and a
+/// dense feature's `default` (which only fills missing features). Spec
+/// inference tests decode a case with both and compare these features.
+pub fn agreeing_features(case: &Value, inferred: &Value) -> Vec<String> {
+    let strip = |spec: &Value| -> Value {
+        let mut spec = spec.clone();
+        if let Some(m) = spec.as_object_mut() {
+            m.remove("tf_class");
+            m.remove("atds_class");
+            if m.get("kind").and_then(Value::as_str) == Some("dense") {
+                m.remove("default");
+            }
+        }
+        spec
+    };
+    let list = |v: &Value| v.as_array().cloned().unwrap_or_default();
+    let inferred = list(inferred);
+    list(case)
+        .iter()
+        .filter(|c| {
+            inferred
+                .iter()
+                .any(|i| i["name"] == c["name"] && strip(i) == strip(c))
+        })
+        .filter_map(|c| c["name"].as_str().map(str::to_owned))
+        .collect()
+}

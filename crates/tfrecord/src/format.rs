@@ -11,9 +11,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use grist_tensor::{
     BatchBuilder, BoxError, ByNumber, Chunk, ChunkPos, ChunkStream, FeatureSpec, Format,
-    FramedFile, FramedFiles, Gathered, Input, InspectOptions, Limits, NameMatch, RandomAccess,
-    RawRecord, ReadOptions, Record, RecordLayout, RecordOptions, Records, Report, SpecFile,
-    Verified, VerifyFailure, WriteOptions,
+    FramedFile, FramedFiles, Gathered, InferOptions, Inferred, Input, InspectOptions, Limits,
+    NameMatch, RandomAccess, RawRecord, ReadOptions, Record, RecordLayout, RecordOptions, Records,
+    Report, SpecFile, SpecSampler, Verified, VerifyFailure, WriteOptions,
 };
 
 use crate::compression::Compression;
@@ -327,6 +327,23 @@ impl Format for TfRecordFormat {
 
     fn index_file(&self, input: &Input) -> Option<Input> {
         Some(input.with_suffix(".idx"))
+    }
+
+    /// Samples the first `options.records` records (see
+    /// [`sample_example`](crate::sample_example) and
+    /// [`SpecSampler`](grist_tensor::SpecSampler) for the rules); files with
+    /// no records are an error.
+    fn infer_spec(&self, inputs: &[Input], options: &InferOptions) -> Result<Inferred, BoxError> {
+        let record_options = RecordOptions::default().with_read(options.read.clone());
+        let mut records = self.records(inputs, &record_options)?;
+        let mut sampler = SpecSampler::new();
+        while sampler.records() < options.records {
+            let Some(r) = records.next_record()? else {
+                break;
+            };
+            crate::infer::sample_example(&r.bytes, &r.at, options.sequence, &mut sampler)?;
+        }
+        Ok(sampler.finish_for(inputs, options.sequence)?)
     }
 }
 

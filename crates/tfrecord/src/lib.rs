@@ -11,7 +11,9 @@
 //! other way, [`encode_batch`] / [`ExampleBuilder`] make Examples and a
 //! [`RecordWriter`] frames them (atomically: never a truncated file under
 //! the final name). [`IndexedReader`] reads records by number through
-//! NVIDIA DALI-compatible index files.
+//! NVIDIA DALI-compatible index files. [`sample_example`] tells a
+//! [`grist_tensor::SpecSampler`] what a record holds, for spec inference
+//! (`grist spec`).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -78,6 +80,7 @@ mod writer;
 // -- tf.Example / tf.SequenceExample parsing and building --
 mod decoder;
 mod encode;
+mod infer;
 mod plan;
 mod records;
 mod report;
@@ -98,6 +101,7 @@ pub use index::{
     IndexEntry, IndexedReader, build_index, index_path, parse_index, read_index, verify_index,
     write_index, write_index_to,
 };
+pub use infer::sample_example;
 pub use records::{example_to_json, sequence_example_to_json};
 pub use sink::ExampleEncoder;
 pub use source::{TfRecordSource, TfStream};

@@ -4,6 +4,7 @@
 mod differential;
 mod errors;
 mod framing;
+mod infer;
 mod parse;
 mod regressions;
 mod support;

@@ -1,0 +1,324 @@
+//! Spec inference from a writer schema, in the ATDS layout the decoder
+//! reads: the inverse of [`schema_for_specs`](crate::schema_for_specs).
+
+use std::collections::BTreeMap;
+
+use grist_tensor::{
+    DType, FeatureSpec, InferNote, InferOptions, Inferred, Input, SparseSpec, SpecFile,
+    TensorError, UNKNOWN_DIM, VarlenSpec,
+};
+use serde_json::{Value, json};
+
+use crate::container::ReaderOptions;
+use crate::error::{Error, Result};
+use crate::generic::AvroValue;
+use crate::report;
+use crate::schema::{Node, Schema};
+
+/// The dtype a leaf of the writer schema reads as, if it is a leaf.
+fn leaf_dtype(node: &Node) -> Option<DType> {
+    Some(match node {
+        Node::Int => DType::Int32,
+        Node::Long => DType::Int64,
+        Node::Float => DType::Float32,
+        Node::Double => DType::Float64,
+        Node::Boolean => DType::Bool,
+        Node::Bytes | Node::String | Node::Enum { .. } | Node::Fixed(_) => DType::String,
+        _ => return None,
+    })
+}
+
+/// The value a null of a nullable dense feature reads as.
+fn zero(dtype: DType) -> Value {
+    match dtype {
+        DType::Bool => json!(false),
+        DType::Float32 | DType::Float64 => json!(0.0),
+        DType::String => json!(""),
+        _ => json!(0),
+    }
+}
+
+/// What one top-level field becomes.
+#[derive(Debug, PartialEq)]
+enum Field {
+    Spec(FeatureSpec),
+    /// An ATDS sparse record of this rank, its shape still to be found.
+    Sparse {
+        dtype: DType,
+        rank: usize,
+    },
+}
+
+/// How `node` (the value of field `name`, nulls aside) reads in the ATDS
+/// layout, or why it cannot.
+fn field(schema: &Schema, name: &str, node: usize) -> std::result::Result<Field, String> {
+    let n = schema.node(node);
+    if let Some(dtype) = leaf_dtype(n) {
+        return Ok(Field::Spec(FeatureSpec::dense(name, dtype, [])));
+    }
+    match n {
+        Node::Array(_) => {
+            let mut leaf = node;
+            let mut rank = 0;
+            while let Node::Array(items) = schema.node(leaf) {
+                leaf = *items;
+                rank += 1;
+            }
+            match (schema.node(leaf), leaf_dtype(schema.node(leaf))) {
+                (Node::Fixed(0), _) => Err(
+                    "arrays of fixed(0) cannot be read: nothing bounds how many items they claim"
+                        .into(),
+                ),
+                (_, Some(dtype)) => Ok(Field::Spec(FeatureSpec::Varlen(VarlenSpec {
+                    name: name.to_string(),
+                    dtype,
+                    shape: Some(vec![UNKNOWN_DIM; rank]),
+                    rank: None,
+                    tf_class: None,
+                    atds_class: None,
+                }))),
+                _ => Err(format!(
+                    "{} is not an array of primitives (the ATDS layout nests only arrays of \
+                     int, long, float, double, boolean, string, bytes, enum or fixed)",
+                    schema.type_name(node)
+                )),
+            }
+        }
+        Node::Record { fields, .. } => sparse(schema, fields).ok_or_else(|| {
+            format!(
+                "{} is not an ATDS sparse record (arrays indices0..indicesN-1 of int or long, \
+                 and values, an array of primitives)",
+                schema.type_name(node)
+            )
+        }),
+        Node::Map(_) => {
+            Err("maps are read through key expressions, which the ATDS layout does not have".into())
+        }
+        Node::Union(_) => Err(format!(
+            "union {} is not [null, T]: the ATDS reader reads no other union",
+            schema.type_name(node)
+        )),
+        _ => Err(format!("{} holds no value to read", schema.type_name(node))),
+    }
+}
+
+/// The rank and dtype of an ATDS sparse record, if `fields` make one.
+fn sparse(schema: &Schema, fields: &[(String, usize)]) -> Option<Field> {
+    let array_of = |node: usize| match schema.node(node) {
+        Node::Array(items) => Some(schema.node(*items)),
+        _ => None,
+    };
+    let mut indices = Vec::new();
+    let mut dtype = None;
+    for (name, node) in fields {
+        if let Some(k) = name
+            .strip_prefix("indices")
+            .and_then(|k| k.parse::<usize>().ok())
+        {
+            if !matches!(array_of(*node), Some(Node::Int | Node::Long)) {
+                return None;
+            }
+            indices.push(k);
+        } else if name == "values" {
+            dtype = array_of(*node)
+                .filter(|leaf| !matches!(leaf, Node::Fixed(0)))
+                .and_then(leaf_dtype);
+        }
+    }
+    indices.sort_unstable();
+    let rank = indices.len();
+    let dense = indices.iter().enumerate().all(|(i, &k)| i == k);
+    (rank > 0 && dense).then_some(Field::Sparse {
+        dtype: dtype?,
+        rank,
+    })
+}
+
+/// The largest index of each dimension seen in the sparse records of
+/// field `name` of one datum.
+fn widen(value: &AvroValue<'_>, name: &str, max: &mut [Option<i64>]) {
+    let AvroValue::Record(fields) = value else {
+        return;
+    };
+    let Some((_, v)) = fields.iter().find(|(f, _)| *f == name) else {
+        return;
+    };
+    let v = match v {
+        AvroValue::Union { value, .. } => value.as_ref(),
+        v => v,
+    };
+    let AvroValue::Record(parts) = v else {
+        return;
+    };
+    for (part, items) in parts {
+        let Some(k) = part
+            .strip_prefix("indices")
+            .and_then(|k| k.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        let (Some(slot), AvroValue::Array(items)) = (max.get_mut(k), items) else {
+            continue;
+        };
+        for item in items {
+            let i = match *item {
+                AvroValue::Int(i) => i as i64,
+                AvroValue::Long(i) => i,
+                _ => continue,
+            };
+            *slot = Some(slot.map_or(i, |m: i64| m.max(i)));
+        }
+    }
+}
+
+/// What each top-level field of the writer schema of `input` becomes, in
+/// writer order: its field (and whether it is `[null, T]`), or why the
+/// ATDS layout cannot read it.
+type Fields = Vec<(String, std::result::Result<(Field, bool), String>)>;
+
+/// The fields of `input`'s writer schema (only its header is read).
+fn fields_of(input: &Input, options: &ReaderOptions) -> Result<Fields> {
+    // A remote object is not read far ahead for its header.
+    let header_only = input.clone().with_read_ahead(64 << 10);
+    let reader = report::open(&header_only, options.clone())?;
+    let schema = reader.schema().schema().clone();
+    drop(reader);
+    let Node::Record { fields, .. } = schema.node(schema.root) else {
+        return Err(Error::Schema {
+            file: input.name().clone(),
+            feature: String::new(),
+            reason: format!(
+                "the writer schema is {}, not a record of fields: the ATDS layout reads records",
+                schema.type_name(schema.root)
+            ),
+        });
+    };
+    Ok(fields
+        .iter()
+        .map(|(name, node)| {
+            let (nullable, node) = match schema.node(*node) {
+                Node::Union(b) if b.len() == 2 => match (schema.node(b[0]), schema.node(b[1])) {
+                    (Node::Null, Node::Null) => (false, *node),
+                    (Node::Null, _) => (true, b[1]),
+                    (_, Node::Null) => (true, b[0]),
+                    _ => (false, *node),
+                },
+                _ => (false, *node),
+            };
+            let f = field(&schema, name, node).map(|f| (f, nullable));
+            (name.clone(), f)
+        })
+        .collect())
+}
+
+/// The spec of `inputs` from the first one's writer schema (see
+/// `AvroFormat::infer_spec`); a feature that another input's schema lacks
+/// or types otherwise is left out, with a note naming that input.
+pub(crate) fn infer(inputs: &[Input], options: &InferOptions) -> Result<Inferred> {
+    let Some(first) = inputs.first() else {
+        return Err(Error::Spec(TensorError::NoRecords {
+            inputs: grist_tensor::inputs_named(inputs),
+        }));
+    };
+    let reader_options = ReaderOptions::default().with_limits(options.read.limits);
+    let mut fields = fields_of(first, &reader_options)?;
+    let mut notes = Vec::new();
+    for input in &inputs[1..] {
+        let theirs = fields_of(input, &reader_options)?;
+        for (name, mine) in &mut fields {
+            let Ok(mine_ok) = mine else { continue };
+            let same = theirs
+                .iter()
+                .any(|(n, f)| n == name && f.as_ref().ok() == Some(&*mine_ok));
+            if !same {
+                *mine = Err(format!(
+                    "{} has no such field, or one of another type (its writer schema differs \
+                     from {}'s)",
+                    input.name(),
+                    first.name()
+                ));
+            }
+        }
+    }
+    // In writer order; sparse fields wait for their shapes.
+    let mut out: Vec<Option<FeatureSpec>> = Vec::new();
+    let mut pending: BTreeMap<usize, (String, DType, Vec<Option<i64>>)> = BTreeMap::new();
+    for (name, f) in fields {
+        match f {
+            Err(why) => notes.push(InferNote::skipped(&name, why)),
+            Ok((Field::Spec(spec), true)) if spec.kind() == "dense" => {
+                let zero = zero(spec.dtype());
+                notes.push(InferNote::kept(
+                    &name,
+                    format!("the field is nullable: a null reads as the default {zero}"),
+                ));
+                out.push(Some(spec.with_default(zero)));
+            }
+            Ok((Field::Spec(spec), _)) => out.push(Some(spec)),
+            Ok((Field::Sparse { dtype, rank }, _)) => {
+                pending.insert(out.len(), (name, dtype, vec![None; rank]));
+                out.push(None);
+            }
+        }
+    }
+    let mut records = 0u64;
+    if !pending.is_empty() {
+        // The schema does not give a sparse feature's shape: the sample's
+        // largest index does.
+        'files: for input in inputs {
+            let mut reader = report::open(input, reader_options.clone())?;
+            let datum_schema = reader.schema().clone();
+            while records < options.records {
+                let Some(d) = reader.next_datum()? else {
+                    continue 'files;
+                };
+                let value = datum_schema.decode(d.data, &d.location())?;
+                for (name, _, max) in pending.values_mut() {
+                    widen(&value, name, max);
+                }
+                records += 1;
+            }
+            break;
+        }
+    }
+    for (at, (name, dtype, max)) in pending {
+        if let Some(k) = max.iter().position(|m| m.is_none_or(|m| m < 0)) {
+            notes.push(InferNote::skipped(
+                &name,
+                format!(
+                    "its shape is not in the schema, and no sampled record has an index in \
+                     dimension {k} to tell it"
+                ),
+            ));
+            continue;
+        }
+        let shape: Vec<i64> = max
+            .iter()
+            .map(|m| m.unwrap_or_default().saturating_add(1))
+            .collect();
+        notes.push(InferNote::kept(
+            &name,
+            format!(
+                "shape {shape:?} is the largest index of the {records} sampled records plus \
+                 one (the schema does not give it): a later record with a larger index fails, \
+                 naming the feature"
+            ),
+        ));
+        out[at] = Some(FeatureSpec::Sparse(SparseSpec {
+            name,
+            dtype,
+            shape: Some(shape),
+            index_key: None,
+            value_key: None,
+            size: None,
+            already_sorted: false,
+            tf_class: None,
+            atds_class: None,
+        }));
+    }
+    let spec = SpecFile {
+        features: out.into_iter().flatten().collect(),
+        ..SpecFile::default()
+    };
+    Ok(Inferred::new(spec, notes, records))
+}
