@@ -65,7 +65,9 @@ pub(crate) struct Args {
     format: FormatArg,
 
     /// The features to convert (a spec file as `cat --spec` takes it).
-    /// Required until spec inference is built.
+    /// By default, the spec `grist spec` infers (Avro: from the writer
+    /// schema; the others: by sampling the first 1000 records), printed on
+    /// stderr.
     #[arg(long, value_name = "SPEC.json")]
     spec: Option<PathBuf>,
 
@@ -93,7 +95,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "I/N", value_parser = parse_shard)]
     shard: Option<(usize, usize)>,
 
-    /// Read the outputs back and compare every value with the inputs'.
+    /// Read the outputs back and compare every value with the inputs' (a
+    /// shard: its own outputs with its share of the inputs).
     #[arg(long)]
     verify: bool,
 
@@ -192,15 +195,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.lossy {
         options = options.with_lossy(Lossy::Allow);
     }
-    let Some(spec_path) = &args.spec else {
-        bail!(
-            "--spec is required: spec inference is not built yet (write a spec file; \
-             `grist inspect` shows the features of a file)"
-        );
-    };
-    let spec = load_spec(spec_path)?.spec;
     let storage = crate::sources::storage()?;
     let from_payload = PayloadArg::of(args.from_payload.clone());
+    let spec = match &args.spec {
+        Some(path) => load_spec(path)?.spec,
+        None => infer(&args, &from_payload)?,
+    };
     let source_format = args.format.for_loader(&from_payload, &args.inputs)?;
     let shard = match args.shard {
         Some(s) => Some(s),
@@ -262,6 +262,35 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The spec of the inputs, inferred as `grist spec` infers it (Avro:
+/// from the writer schema; the others: by sampling their first records),
+/// printed on stderr with its notes.
+fn infer(args: &Args, payload: &PayloadArg) -> anyhow::Result<SpecFile> {
+    let (format, inputs) = args.format.expand_with(payload, &args.inputs)?;
+    let inferred = format
+        .infer_spec(&inputs, &grist::tensor::InferOptions::default())
+        .context("inferring the spec (or pass --spec)")?;
+    for note in &inferred.notes {
+        eprintln!("grist: note: {note}");
+    }
+    let spec = inferred.spec;
+    if spec.features.is_empty()
+        && spec.context_features.is_empty()
+        && spec.sequence_features.is_empty()
+    {
+        bail!(
+            "{}: no feature could be inferred (see the notes above; or pass --spec)",
+            grist::tensor::inputs_named(&inputs)
+        );
+    }
+    eprintln!(
+        "grist: inferred spec ({} records looked at):\n{}",
+        inferred.records,
+        spec.to_json()
+    );
+    Ok(spec)
+}
+
 /// The records to convert, for the bar's end: the inputs' count (a share
 /// of it for a shard); `None` when they cannot be counted.
 fn count_records(args: &Args, payload: &PayloadArg, shard: Option<(usize, usize)>) -> Option<u64> {
@@ -276,32 +305,40 @@ fn count_records(args: &Args, payload: &PayloadArg, shard: Option<(usize, usize)
     })
 }
 
+/// `1 file`, `3 files`.
+fn files(n: u64) -> String {
+    match n {
+        1 => "1 file".into(),
+        n => format!("{} files", fmt::count(n)),
+    }
+}
+
 /// One line on stderr: what was done.
 fn summary(report: &ConvertReport, out: &str, elapsed: std::time::Duration) {
     let seconds = elapsed.as_secs_f64();
     let manifest = &report.manifest_address;
     if report.up_to_date {
         eprintln!(
-            "nothing to do: {manifest} says the conversion is complete ({} records in {} files)",
+            "nothing to do: {manifest} says the conversion is complete ({} records in {})",
             fmt::count(report.records),
-            fmt::count(report.files.len() as u64),
+            files(report.files.len() as u64),
         );
         return;
     }
     let written = report.records - report.skipped_records;
     let resumed = if report.skipped_parts > 0 {
         format!(
-            " (resumed: {} records in {} files were complete)",
+            " (resumed: {} records in {} were complete)",
             fmt::count(report.skipped_records),
-            fmt::count(report.skipped_parts as u64)
+            files(report.skipped_parts as u64)
         )
     } else {
         String::new()
     };
     eprintln!(
-        "converted {} records into {} files ({}) in {}, {}{resumed} → {out}; manifest {manifest}",
+        "converted {} records into {} ({}) in {}, {}{resumed} → {out}; manifest {manifest}",
         fmt::count(written),
-        fmt::count((report.files.len() - report.skipped_parts) as u64),
+        files((report.files.len() - report.skipped_parts) as u64),
         fmt::bytes(report.bytes),
         fmt::seconds(elapsed),
         fmt::per_second(written as f64 / seconds.max(1e-9), "records"),
@@ -398,9 +435,9 @@ fn verify(
         );
     }
     eprintln!(
-        "verified: {} records in {} files read back as the inputs read",
+        "verified: {} records in {} read back as the inputs read",
         fmt::count(compared),
-        fmt::count(report.files.len() as u64)
+        files(report.files.len() as u64)
     );
     Ok(())
 }

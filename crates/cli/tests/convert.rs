@@ -424,3 +424,39 @@ fn verify_catches_a_changed_value() {
         run.stderr
     );
 }
+
+/// Without --spec the spec is inferred and printed on stderr: TFRecord by
+/// sampling, then Avro (the outputs) from its writer schema; --verify
+/// checks both conversions.
+#[test]
+fn without_a_spec_it_is_inferred() {
+    let dir = tempfile::tempdir().unwrap();
+    let (inputs, _) = write_ids(&dir.path().join("in"), &[0..40, 40..70]);
+    let avro = dir.path().join("avro");
+    let mut args: Vec<String> = ["convert", "--to", "avro", "--verify"]
+        .map(String::from)
+        .to_vec();
+    args.extend(inputs.iter().map(|p| p.display().to_string()));
+    args.extend(["-o".to_string(), avro.display().to_string()]);
+    let run = grist(&args);
+    run.assert_ok("tfrecord to avro, inferred");
+    assert!(
+        run.stderr.contains("inferred spec") && run.stderr.contains("\"v\""),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("verified"), "{}", run.stderr);
+    let back = dir.path().join("back");
+    let run = grist([
+        "convert",
+        "--to",
+        "tfrecord",
+        "--verify",
+        avro.to_str().unwrap(),
+        "-o",
+        back.to_str().unwrap(),
+    ]);
+    run.assert_ok("avro to tfrecord, inferred");
+    assert!(run.stderr.contains("verified"), "{}", run.stderr);
+    assert_eq!(ids(&load_out(&back)), (0..70).collect::<Vec<_>>());
+}

@@ -242,7 +242,7 @@ pub struct ConvertReport {
 #[non_exhaustive]
 pub enum ConvertError {
     /// No spec was given and none can be had from the sources.
-    #[error("{format} sources need a spec to be converted (spec inference is not built yet)")]
+    #[error("{format} sources need a spec to be converted (Format::infer_spec infers one)")]
     NeedsSpec {
         /// The sources' format.
         format: &'static str,
@@ -381,7 +381,8 @@ pub enum ConvertError {
 /// manifest there) is left as it is ([`ConvertReport::up_to_date`]). The
 /// manifest (`manifest.json`, or the shard's) is written last.
 ///
-/// `spec` is required for now (inference comes later).
+/// `spec` is required: [`Format::infer_spec`] infers one from the
+/// sources (as `grist convert` does without `--spec`).
 pub fn convert<P: Into<PathBuf>>(
     sources: impl IntoIterator<Item = P>,
     spec: Option<&SpecFile>,
@@ -668,7 +669,7 @@ fn identity(
             "payload": o.payload,
             "lossy": o.lossy == grist_tensor::Lossy::Allow,
         },
-        "spec": spec_json(spec),
+        "spec": spec.to_value(),
         "split": split,
         "sources": {
             "given": given,
@@ -904,29 +905,10 @@ impl Parts<'_> {
     }
 }
 
-/// `spec` as JSON: `{"features": [...]}`, or `{"context_features": [...],
-/// "sequence_features": [...]}` for a sequence spec; what
-/// [`SpecFile::from_json`] reads back.
-// TODO(merge): replace with `SpecFile::to_json()` when spec serialization
-// lands.
-fn spec_json(spec: &SpecFile) -> serde_json::Value {
-    let list = |specs: &[grist_tensor::FeatureSpec]| {
-        serde_json::to_value(specs).unwrap_or_else(|_| serde_json::Value::Array(Vec::new()))
-    };
-    let mut map = serde_json::Map::new();
-    if spec.sequence {
-        map.insert("context_features".into(), list(&spec.context_features));
-        map.insert("sequence_features".into(), list(&spec.sequence_features));
-    } else {
-        map.insert("features".into(), list(&spec.features));
-    }
-    serde_json::Value::Object(map)
-}
-
 fn write_spec_file(
     storage: &Storage,
     address: &Address,
     spec: &SpecFile,
 ) -> Result<(), ConvertError> {
-    manifest::write_json(storage, address, &spec_json(spec), false)
+    manifest::write_json(storage, address, &spec.to_value(), false)
 }

@@ -352,7 +352,8 @@ fn missing_optional_features_and_empty_inputs() {
         );
         assert_same(&source, &got, id);
     }
-    // No spec, no conversion (inference comes later), and nothing written.
+    // No spec, no conversion (Format::infer_spec infers one), and nothing
+    // written.
     let out = out_dir(dir.path(), "no-spec");
     let err = grist::convert([&path], None, &ConvertTarget::new(format("avro"), &out)).unwrap_err();
     assert!(
