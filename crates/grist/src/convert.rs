@@ -301,6 +301,13 @@ pub enum ConvertError {
         /// `convert.json`, or the first output of an unknown conversion.
         file: Arc<str>,
     },
+    /// An input is in the output folder: converting into it could
+    /// overwrite (or, forced, remove) the inputs.
+    #[error("{file} is an input in the output folder: convert into another folder")]
+    InputInOutput {
+        /// The input.
+        file: Arc<str>,
+    },
     /// A shard that is not one of its count.
     #[error("shard {index} of {count}: the index must be below the count")]
     BadShard {
@@ -425,6 +432,14 @@ pub fn convert<P: Into<PathBuf>>(
         out: target.out.clone(),
         source,
     })?;
+    if let Some(input) = inputs
+        .iter()
+        .find(|i| out.join(i.file_name()).as_str() == i.address().as_str())
+    {
+        return Err(ConvertError::InputInOutput {
+            file: input.name().clone(),
+        });
+    }
     let mut sizes = Vec::with_capacity(inputs.len());
     for input in &inputs {
         let size = storage

@@ -350,6 +350,19 @@ fn a_different_conversion_is_refused_without_force() {
     );
     assert_eq!(ids(&load_out(&out)), (0..120).collect::<Vec<_>>());
 
+    // Into the inputs' own folder: refused, forced or not.
+    let err = grist::convert(
+        &inputs,
+        Some(&spec()),
+        &ConvertTarget::new(format("tfrecord"), dir.path().display().to_string()).with_force(true),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, ConvertError::InputInOutput { file } if file.ends_with("in-00.tfrecord")),
+        "{err:?}"
+    );
+    assert!(dir.path().join("in-00.tfrecord").exists());
+
     // Outputs of no known conversion.
     let stray = dir.path().join("stray");
     std::fs::create_dir(&stray).unwrap();
