@@ -36,6 +36,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! A conversion is resumable (`convert.json` says what it is, a rerun
+//! keeps the parts already complete, [`Manifest`] lists each part with its
+//! CRC-32C) and can be split between machines
+//! ([`ConvertTarget::with_shard`], then [`merge_shards`]).
+//!
 //! This crate is the front door. It holds the [`registry`] of the formats
 //! (which format a file is in: by name, then by content), [`loader`],
 //! a [`LoaderBuilder`] that knows them all, and [`convert`]. The format crates are
