@@ -27,8 +27,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use grist_io::{Address, Storage};
 use grist_loader::{Epochs, Threads};
 use grist_tensor::{
-    Batch, BoxError, Encoder, Format, Location, RecordSink, SpecFile, StorageError, WriteOptions,
-    Written,
+    Batch, BoxError, Encoder, Format, InferNote, InferOptions, Inferred, Location, RecordSink,
+    SpecFile, StorageError, WriteOptions, Written,
 };
 
 use crate::manifest::{self, Manifest, ManifestPart, Shard};
@@ -234,6 +234,9 @@ pub struct ConvertReport {
     pub spec: SpecFile,
     /// Where `spec.json` is.
     pub spec_address: Address,
+    /// With no spec given: the notes of its inference (features left out
+    /// or guessed at, [`infer_spec`]).
+    pub notes: Vec<InferNote>,
 }
 
 /// Why [`convert`] failed. Output files finished before the failure stay
@@ -241,8 +244,9 @@ pub struct ConvertReport {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConvertError {
-    /// No spec was given and none can be had from the sources.
-    #[error("{format} sources need a spec to be converted (Format::infer_spec infers one)")]
+    /// No spec was given and no feature could be inferred from the
+    /// sources.
+    #[error("no feature of the {format} sources could be inferred: a spec is needed")]
     NeedsSpec {
         /// The sources' format.
         format: &'static str,
@@ -388,8 +392,9 @@ pub enum ConvertError {
 /// manifest there) is left as it is ([`ConvertReport::up_to_date`]). The
 /// manifest (`manifest.json`, or the shard's) is written last.
 ///
-/// `spec` is required: [`Format::infer_spec`] infers one from the
-/// sources (as `grist convert` does without `--spec`).
+/// Without `spec`, the spec is inferred from the sources as
+/// [`infer_spec`] infers it (Avro: from the writer schema; the others: by
+/// sampling their first records), and its notes are in the report.
 pub fn convert<P: Into<PathBuf>>(
     sources: impl IntoIterator<Item = P>,
     spec: Option<&SpecFile>,
@@ -419,10 +424,16 @@ pub fn convert<P: Into<PathBuf>>(
             what: "finding the sources".into(),
             source: Box::new(e),
         })?;
-    let Some(spec) = spec else {
-        return Err(ConvertError::NeedsSpec {
-            format: source_format.name(),
-        });
+    let mut notes = Vec::new();
+    let inferred;
+    let spec = match spec {
+        Some(spec) => spec,
+        None => {
+            let i = infer_inputs(&source_format, &inputs, &InferOptions::default())?;
+            notes = i.notes;
+            inferred = i.spec;
+            &inferred
+        }
     };
     // Everything the target refuses, it refuses here, before any output.
     let encoder: Arc<dyn Encoder> =
@@ -526,6 +537,7 @@ pub fn convert<P: Into<PathBuf>>(
             bytes: manifest.bytes,
             spec: written_spec,
             spec_address,
+            notes,
             manifest,
             manifest_address,
         });
@@ -648,6 +660,7 @@ pub fn convert<P: Into<PathBuf>>(
         bytes: manifest.bytes,
         spec: written_spec,
         spec_address,
+        notes,
         manifest,
         manifest_address,
     })
@@ -926,4 +939,69 @@ fn write_spec_file(
     spec: &SpecFile,
 ) -> Result<(), ConvertError> {
     manifest::write_json(storage, address, &spec.to_value(), false)
+}
+
+/// The spec of `sources` (files, folders, globs or object-store URLs, as
+/// the [`loader`](crate::loader) takes them, read through `storage`):
+/// from an Avro file's writer schema, by sampling the first
+/// [`InferOptions::records`] records of the other formats
+/// ([`Format::infer_spec`]). `grist spec` prints it.
+///
+/// ```
+/// use grist::tfrecord::{ExampleBuilder, RecordWriter};
+/// use grist::tensor::{DType, InferOptions};
+///
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("a.tfrecord");
+/// let mut w = RecordWriter::create(&path, Default::default())?;
+/// for i in 0..5i64 {
+///     w.write_record(&ExampleBuilder::new().with_int64s("id", [i]).encode())?;
+/// }
+/// w.finish()?;
+/// let inferred = grist::infer_spec([&path], &grist::Storage::new(), &InferOptions::default())?;
+/// assert_eq!(inferred.spec.features[0].name(), "id");
+/// assert_eq!(inferred.spec.features[0].dtype(), DType::Int64);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn infer_spec<P: Into<PathBuf>>(
+    sources: impl IntoIterator<Item = P>,
+    storage: &Storage,
+    options: &InferOptions,
+) -> Result<Inferred, ConvertError> {
+    let texts: Vec<String> = sources
+        .into_iter()
+        .map(|p| p.into().to_string_lossy().into_owned())
+        .collect();
+    let (format, inputs) = crate::registry()
+        .expand(storage, &texts, None)
+        .map_err(|e| ConvertError::Sources {
+            what: "finding the sources".into(),
+            source: Box::new(e),
+        })?;
+    infer_inputs(&format, &inputs, options)
+}
+
+/// [`infer_spec`] of expanded inputs: an error when no feature could be
+/// inferred.
+fn infer_inputs(
+    format: &Arc<dyn Format>,
+    inputs: &[grist_tensor::Input],
+    options: &InferOptions,
+) -> Result<Inferred, ConvertError> {
+    let inferred = format
+        .infer_spec(inputs, options)
+        .map_err(|source| ConvertError::Sources {
+            what: format!("inferring the spec of the {} sources", format.name()),
+            source,
+        })?;
+    let spec = &inferred.spec;
+    if spec.features.is_empty()
+        && spec.context_features.is_empty()
+        && spec.sequence_features.is_empty()
+    {
+        return Err(ConvertError::NeedsSpec {
+            format: format.name(),
+        });
+    }
+    Ok(inferred)
 }

@@ -352,10 +352,34 @@ fn missing_optional_features_and_empty_inputs() {
         );
         assert_same(&source, &got, id);
     }
-    // No spec, no conversion (Format::infer_spec infers one), and nothing
-    // written.
+    // No spec: the one `infer_spec` infers is used, and the outputs read
+    // back as the sources read with it.
+    let inferred =
+        grist::infer_spec([&path], &storage, &grist::tensor::InferOptions::default()).unwrap();
+    let by_inference = load(&storage, &sources, &inferred.spec);
     let out = out_dir(dir.path(), "no-spec");
-    let err = grist::convert([&path], None, &ConvertTarget::new(format("avro"), &out)).unwrap_err();
+    let report = grist::convert([&path], None, &ConvertTarget::new(format("avro"), &out)).unwrap();
+    assert_eq!(report.notes, inferred.notes);
+    let got = load(
+        &storage,
+        std::slice::from_ref(&out),
+        &written_spec(&storage, &out),
+    );
+    assert_same(&by_inference, &got, "avro (inferred spec)");
+    // Records with no feature: nothing to infer, no conversion, and
+    // nothing written.
+    let featureless = dir.path().join("featureless.tfrecord");
+    let mut w = grist::tfrecord::RecordWriter::create(&featureless, Default::default()).unwrap();
+    w.write_record(&grist::tfrecord::ExampleBuilder::new().encode())
+        .unwrap();
+    w.finish().unwrap();
+    let out = out_dir(dir.path(), "featureless");
+    let err = grist::convert(
+        [&featureless],
+        None,
+        &ConvertTarget::new(format("avro"), &out),
+    )
+    .unwrap_err();
     assert!(
         matches!(err, ConvertError::NeedsSpec { format: "TFRecord" }),
         "{err}"
