@@ -238,7 +238,7 @@ pub(crate) fn read_json(
 }
 
 /// The environment variable of a test hook: when set to a number of
-/// milliseconds, [`write_json`] of a manifest sleeps that long with the
+/// milliseconds, the write of a manifest sleeps that long with the
 /// manifest's bytes in its temporary file, before committing it, so
 /// that a test can kill the process in the middle of the manifest's write.
 pub const PAUSE_BEFORE_MANIFEST: &str = "GRIST_CONVERT_PAUSE_BEFORE_MANIFEST";
