@@ -1,6 +1,7 @@
 //! Converts files to another format with `grist::convert` and prints what
 //! it did as one JSON line: records, seconds, records_per_s, bytes, files,
-//! threads, the target and its options. It makes the inputs of
+//! threads, the target and its options, cpu_seconds and
+//! records_per_cpu_s (the process's CPU time, all threads). It makes the inputs of
 //! `benches/peers/convert_readback.py` (the outputs read back by the
 //! reference tools) and measures grist's side of
 //! `benches/peers/side_by_side_convert.sh`.
@@ -123,13 +124,15 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         if args.out.exists() {
             std::fs::remove_dir_all(&args.out)?;
         }
-        let start = Instant::now();
+        let (start, cpu_start) = (Instant::now(), cpu_seconds());
         let report = grist::convert(&args.inputs, Some(&spec), &target)?;
         let seconds = start.elapsed().as_secs_f64();
+        let cpu = cpu_seconds().zip(cpu_start).map(|(b, a)| b - a);
         println!(
             "{{\"tool\": \"grist-convert\", \"round\": {round}, \"to\": \"{}\", \"options\": \"{}\", \
              \"records\": {}, \"seconds\": {seconds:.4}, \"records_per_s\": {:.1}, \"bytes\": {}, \
-             \"files\": {}, \"threads\": {}, \"batch_size\": {}}}",
+             \"files\": {}, \"threads\": {}, \"batch_size\": {}, \"cpu_seconds\": {}, \
+             \"records_per_cpu_s\": {}}}",
             args.to,
             args.options_text.join(","),
             report.records,
@@ -138,9 +141,25 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             report.files.len(),
             args.threads,
             args.batch,
+            cpu.map_or("null".into(), |c| format!("{c:.3}")),
+            cpu.filter(|&c| c > 0.0).map_or("null".into(), |c| format!(
+                "{:.1}",
+                report.records as f64 / c
+            )),
         );
     }
     Ok(())
+}
+
+/// The CPU time of this process so far (all its threads, user and
+/// system), from `/proc/self/stat` (Linux; `None` elsewhere), in clock
+/// ticks of 1/100 s.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command name, which is in parentheses.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let (user, system): (u64, u64) = (fields.get(11)?.parse().ok()?, fields.get(12)?.parse().ok()?);
+    Some((user + system) as f64 / 100.0)
 }
 
 fn main() -> ExitCode {

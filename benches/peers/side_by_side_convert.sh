@@ -101,20 +101,22 @@ def med(pred, key="records_per_s"):
 base = lambda d: (lambda r: r["tool"] == "python-baseline" and r["direction"] == d)
 gr = lambda c: (lambda r: r["tool"] == "grist-convert" and r.get("case") == c)
 rd = lambda c: (lambda r: r["tool"] == "grist-bench" and r.get("case") == c)
-print("| conversion (one core) | Python records/s | grist records/s | ratio |")
-print("|---|---:|---:|---:|")
+print("| conversion (one core) | Python records/s | grist records/s | ratio | Python records/CPU-s | grist records/CPU-s | ratio |")
+print("|---|---:|---:|---:|---:|---:|---:|")
 for d, label in [("tfrecord-to-avro", "TFRecord → Avro (null)"), ("avro-to-tfrecord", "Avro (null) → TFRecord")]:
     p, g = med(base(d)), med(gr(d))
-    print(f"| {label} | {p:,.0f} | {g:,.0f} | {g / p:.1f}x |")
+    pc, gc = med(base(d), "records_per_cpu_s"), med(gr(d), "records_per_cpu_s")
+    print(f"| {label} | {p:,.0f} | {g:,.0f} | {g / p:.1f}x | {pc:,.0f} | {gc:,.0f} | {gc / pc:.1f}x |")
 print()
-print("| grist, one core | records/s | vs the loader's read-only speed |")
-print("|---|---:|---:|")
+print("| grist, one core | records/s | loader read-only records/s | ratio | records/CPU-s | loader records/CPU-s | ratio |")
+print("|---|---:|---:|---:|---:|---:|---:|")
 for c, label, read in [("tfrecord-to-avro", "TFRecord → Avro (null)", "read-tfrecord"),
                        ("tfrecord-to-ffrecord", "TFRecord → FFRecord", "read-tfrecord"),
                        ("tfrecord-to-ofrecord", "TFRecord → OFRecord", "read-tfrecord"),
                        ("tfrecord-to-tfrecord", "TFRecord → TFRecord", "read-tfrecord"),
                        ("avro-to-tfrecord", "Avro (null) → TFRecord", "read-avro")]:
     g, r = med(gr(c)), med(rd(read))
-    print(f"| {label} | {g:,.0f} | {g / r:.0%} of {r:,.0f} ({read}) |")
+    gc, rc = med(gr(c), "records_per_cpu_s"), med(rd(read), "records_per_cpu_s")
+    print(f"| {label} | {g:,.0f} | {r:,.0f} | {g / r:.0%} | {gc:,.0f} | {rc:,.0f} | {gc / rc:.0%} |")
 print(f"\nruns: {len(rows)} lines in {sys.argv[1]}")
 PY
