@@ -86,9 +86,9 @@ for round in $(seq "$ROUNDS"); do
     pin "$CONVERT" --spec "$TFSPEC" --threads 1 --to "$to" -o "$SCRATCH/g-$to" "$DATA/prod19.tfrecord" \
       | sed "s/\"tool\": \"grist-convert\"/\"tool\": \"grist-convert\", \"case\": \"tfrecord-to-$to\"/" >> "$RAW"
   done
-  pin "$GRIST" bench --spec "$TFSPEC" --threads 1 --min-seconds 0 --json "$DATA/prod19.tfrecord" \
+  pin "$GRIST" bench --spec "$TFSPEC" --threads 1 --min-seconds 3 --json "$DATA/prod19.tfrecord" \
     | python3 -c 'import json,sys; d=json.load(sys.stdin); d["tool"]="grist-bench"; d["case"]="read-tfrecord"; print(json.dumps(d))' >> "$RAW"
-  pin "$GRIST" bench --spec "$ATDS" --threads 1 --min-seconds 0 --json "$DATA/prod19-null.avro" \
+  pin "$GRIST" bench --spec "$ATDS" --threads 1 --min-seconds 3 --json "$DATA/prod19-null.avro" \
     | python3 -c 'import json,sys; d=json.load(sys.stdin); d["tool"]="grist-bench"; d["case"]="read-avro"; print(json.dumps(d))' >> "$RAW"
   rm -rf "$SCRATCH"/*
 done
