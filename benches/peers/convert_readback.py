@@ -183,6 +183,7 @@ def read_avro_fastavro(files, feats):
         with open(path, "rb") as fh:
             r = fastavro.reader(fh)
             codecs.add(r.codec)
+            check_avro_types(path, r.writer_schema, feats)
             for rec in r:
                 for f in feats:
                     rows[f["name"]].append(rec[f["name"]])
@@ -209,6 +210,28 @@ def avro_codec(path):
 
     with open(path, "rb") as fh:
         return fastavro.reader(fh).codec
+
+
+AVRO_TYPE = {"int32": "int", "int64": "long", "float32": "float", "float64": "double", "bool": "boolean"}
+
+
+def check_avro_types(path, schema, feats):
+    """The writer schema stores each feature with the Avro type of its
+    dtype (int32 as int, bool as boolean, ...): the values are not only
+    equal but kept in their type."""
+    fields = {f["name"]: f["type"] for f in schema["fields"]}
+
+    def leaf(t):
+        if isinstance(t, dict) and t.get("type") == "array":
+            return leaf(t["items"])
+        if isinstance(t, dict) and t.get("type") == "record":
+            return leaf({f["name"]: f["type"] for f in t["fields"]}["values"])
+        return t["type"] if isinstance(t, dict) else t
+
+    for f in feats:
+        got = leaf(fields[f["name"]])
+        if got != AVRO_TYPE[f["dtype"]]:
+            raise ValueError(f"{path}: {f['name']} is stored as {got}, not {AVRO_TYPE[f['dtype']]}")
 
 
 def read_avro_atds(files, feats):
@@ -299,6 +322,13 @@ def ofrecord_columns(payloads, feats):
             cols[n] = sparse_from_rows([r[0] for r in rows[n]], [r[1] for r in rows[n]], rows_dtype(rows[n], 1))
         else:
             cols[n] = dense_from_rows(rows[n], rows_dtype(rows[n], None), f.get("shape") or [])
+            if f["dtype"] == "bool":
+                # OFRecord has no bool list: an int32_list of 0/1
+                # (docs/CONVERSION.md), read back as bool.
+                a = cols[n][1]
+                if a.dtype != np.int32 or not np.isin(a, (0, 1)).all():
+                    raise ValueError(f"{n}: a bool feature stored as {a.dtype}, not an int32_list of 0/1")
+                cols[n] = ("dense", a.astype(np.bool_))
     return cols
 
 
@@ -382,7 +412,9 @@ def kind_of(dtype):
     return "int"
 
 
-def same_values(want, got, lossy, what):
+def same_values(want, got, lossy, what, strict):
+    if strict and want.dtype != got.dtype:
+        return f"{what}: dtype {got.dtype}, expected {want.dtype}"
     if kind_of(want.dtype) != kind_of(got.dtype):
         return f"{what}: dtype {got.dtype}, expected {want.dtype}"
     if want.shape != got.shape:
@@ -407,7 +439,10 @@ def same_values(want, got, lossy, what):
     return None
 
 
-def compare(want, got, lossy):
+def compare(want, got, lossy, strict):
+    """The problems found comparing columns `got` with `want`. `strict`:
+    the dtypes must be equal too (every reader but parse_example, which
+    has no int32 or bool)."""
     problems = []
     if set(want) != set(got):
         problems.append(f"features: {sorted(set(want) ^ set(got))}")
@@ -417,10 +452,11 @@ def compare(want, got, lossy):
             problems.append(f"{n}: {g[0]}, expected {w[0]}")
             continue
         if w[0] == "dense":
-            p = same_values(w[1], g[1], lossy, n)
+            p = same_values(w[1], g[1], lossy, n, strict)
         else:
             p = (None if np.array_equal(w[1], g[1]) else f"{n}: row lengths differ") or \
-                same_values(w[2], g[2], lossy, f"{n} indices") or same_values(w[3], g[3], lossy, f"{n} values")
+                same_values(w[2], g[2], lossy, f"{n} indices", strict) or \
+                same_values(w[3], g[3], lossy, f"{n} values", strict)
         if p:
             problems.append(p)
     return problems
@@ -484,7 +520,7 @@ def main():
                 print(f"{name:<40} REFUSED  {type(e).__name__}: {msg[-1] if msg else ''}"[:300])
                 failed += 1
                 continue
-            problems = compare(want, got, lossy)
+            problems = compare(want, got, lossy, strict="parse_example" not in how)
             status = "MATCH" if not problems else "DIFFER"
             failed += bool(problems)
             print(f"{name:<40} {status:<8} {records(got):>7} records, {len(got)} features  {how}"
