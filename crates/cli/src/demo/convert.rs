@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use grist::{Address, ConvertError, ConvertTarget, Storage, Threads};
 use grist_avro_tensor::Codec;
-use grist_tensor::{Batch, DenseTensor, Lossy, SpecFile, Tensor, Values, WriteOptions};
+use grist_tensor::{Batch, Lossy, SpecFile, Tensor, Values, WriteOptions};
 
 use super::{BATCH, Data};
 use crate::fmt;
@@ -45,15 +45,10 @@ fn narrow(batch: Batch) -> Batch {
         .into_columns()
         .into_iter()
         .map(|mut c| {
-            if let Tensor::Dense(DenseTensor {
-                values: values @ Values::Float64(_),
-                ..
-            }) = &mut c.tensor
+            if let Tensor::Dense(d) = &mut c.tensor
+                && let Values::Float64(v) = &d.values
             {
-                let Values::Float64(v) = &*values else {
-                    unreachable!()
-                };
-                *values = Values::Float32(v.iter().map(|&x| x as f32).collect());
+                d.values = Values::Float32(v.iter().map(|&x| x as f32).collect());
             }
             c
         })
@@ -294,6 +289,7 @@ fn rate(records: u64, elapsed: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use grist_tensor::DenseTensor;
     use grist_tensor::synth::prod19;
 
     /// The check of a conversion's outputs passes on what was converted
