@@ -2,7 +2,10 @@
 //! TFRecord (plain and GZIP), Avro (codecs null and deflate), FFRecord
 //! and OFRecord — read each back through the loader in order, checking
 //! every value, then load each shuffled with autotuned threads and print a
-//! table of the speeds.
+//! table of the speeds; last, convert between the formats
+//! ([`convert`]), checking every value of each output.
+
+mod convert;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,7 +49,12 @@ const KINDS: [FileKind; 6] = [
                         (streams: a buffer of 10,000 records and the block sampling of \
                         AvroTensorDataset; FFRecord and OFRecord: an exact permutation) with the \
                         parse threads autotuned, and timed. Without --dir the files go to a \
-                        temporary folder that is removed afterwards."
+                        temporary folder that is removed afterwards. Last, the data is converted \
+                        between the formats with grist::convert (TFRecord → Avro → FFRecord → \
+                        OFRecord → TFRecord GZIP, each reading the previous outputs with their \
+                        spec.json; and the Avro file, with its int32, bool and float64 fields, \
+                        into OFRecord and TFRecord), each output read back and every value \
+                        compared."
 )]
 pub(crate) struct Args {
     /// Number of records to write.
@@ -72,6 +80,7 @@ pub(crate) struct Args {
 /// is told by grist's registry, from its name).
 struct Data {
     path: grist::Address,
+    kind: FileKind,
     describe: String,
     /// The types it stores (Avro's own, or tf.Example's).
     types: OutputFormat,
@@ -189,6 +198,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|f| Data {
             path: f.path.clone(),
+            kind: f.kind,
             describe: f.kind.describe(),
             types: f.kind.format(),
             records: f.records,
@@ -305,6 +315,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             .collect();
         out.line(format_args!("  {}", cells.join("  ").trim_end()))?;
     }
+
+    convert::run(&mut out, &dir, &all, args.records, args.seed, args.threads)?;
 
     out.line("")?;
     match &args.dir {

@@ -538,6 +538,23 @@ impl Expected {
         }
     }
 
+    /// The expected data of a dataset of `records` records seeded with
+    /// `seed`, with the types `format` stores, each chunk passed through
+    /// `map` (such as the types a conversion writes).
+    pub(crate) fn mapped(
+        records: u64,
+        seed: u64,
+        format: OutputFormat,
+        map: fn(Batch) -> Batch,
+    ) -> Self {
+        Expected {
+            chunks: Box::new(chunks(records, seed, format).map(map)),
+            current: None,
+            offset: 0,
+            compared: 0,
+        }
+    }
+
     /// Checks that `decoded` holds the next records of the dataset.
     pub(crate) fn check(&mut self, decoded: &Batch) -> anyhow::Result<()> {
         let mut done = 0;

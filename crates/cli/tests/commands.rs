@@ -442,6 +442,33 @@ fn demo_writes_reads_back_and_checks() {
         assert!(run.stdout.contains(format), "{}", run.stdout);
     }
     assert!(run.stdout.contains("grist bench"), "{}", run.stdout);
+    // The conversions: a chain through the four formats, then the Avro
+    // file's own types into OFRecord, and into TFRecord (refused without
+    // Lossy::Allow, then narrowed); each output checked value by value.
+    assert_eq!(
+        run.stdout.matches("values match").count(),
+        6,
+        "{}",
+        run.stdout
+    );
+    for line in [
+        "TFRecord → Avro",
+        "Avro → FFRecord",
+        "FFRecord → OFRecord",
+        "OFRecord → TFRecord",
+        "refused: feature \"s_double\"",
+        "records/s",
+    ] {
+        assert!(run.stdout.contains(line), "{line}: {}", run.stdout);
+    }
+    for name in [
+        "convert-1-avro/part-00000.avro",
+        "convert-1-avro/spec.json",
+        "convert-3-ofrecord/part-00001",
+        "convert-4-tfrecord/part-00000.tfrecord.gz",
+    ] {
+        assert!(keep.join(name).exists(), "{name}");
+    }
     for name in [
         "prod19.tfrecord",
         "prod19.tfrecord.gz",
@@ -478,6 +505,12 @@ fn demo_writes_reads_back_and_checks() {
     let run = grist(["demo", "--records", "300", "--threads", "1"]);
     run.assert_ok("demo in a temporary folder");
     assert_eq!(run.stdout.matches(" OK ").count(), 6, "{}", run.stdout);
+    assert_eq!(
+        run.stdout.matches("values match").count(),
+        6,
+        "{}",
+        run.stdout
+    );
 }
 
 /// `gen prod19 --format ffrecord|ofrecord`: the same records as the
