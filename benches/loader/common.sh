@@ -23,6 +23,20 @@ ofrecord $GEN/g-ofrecord/prod19.spec.json $GEN/g-ofrecord/prod19.ofrecord
 LIST
 }
 
+# The six prod19 inputs of `grist gen prod19 --records 200000` outputs in
+# the folder $1 (tf/ with --gzip, avro-null/, avro-deflate/, ffr/, of/):
+# name, spec, file (one triple per line). seam.sh and icount.sh read them.
+gen_inputs() {
+    cat <<LIST
+avro-null $1/avro-null/prod19.avro.spec.json $1/avro-null/prod19.avro
+avro-deflate $1/avro-deflate/prod19.avro.spec.json $1/avro-deflate/prod19.deflate.avro
+tfrecord $1/tf/prod19.spec.json $1/tf/prod19.tfrecord
+tfrecord-gz $1/tf/prod19.spec.json $1/tf/prod19.tfrecord.gz
+ffrecord $1/ffr/prod19.spec.json $1/ffr/prod19.ffr
+ofrecord $1/of/prod19.spec.json $1/of/prod19.ofrecord
+LIST
+}
+
 # Runs `grist bench --json ARGS…` and prints "TAG records_per_s
 # records_per_cpu_s threads_mean".
 bench_line() {

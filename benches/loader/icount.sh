@@ -11,6 +11,7 @@
 # pairs): valgrind runs a program about 50x slower.
 set -euo pipefail
 BEFORE=$1; AFTER=$2; DATA=$3
+source "$(dirname "$0")/common.sh"
 count() {
     valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
         "$@" 2>&1 >/dev/null | awk '/I *refs/ {gsub(",", "", $NF); print $NF}'
@@ -23,11 +24,4 @@ while read -r name spec file; do
         awk -v n="$name" -v s="$shuffle" -v b="$b" -v a="$a" \
             'BEGIN {printf "%-13s shuffle %-5s before %.0f after %.0f after/before %.4f\n", n, s, b, a, a / b}'
     done
-done <<LIST
-avro-null $DATA/avro-null/prod19.avro.spec.json $DATA/avro-null/prod19.avro
-avro-deflate $DATA/avro-deflate/prod19.avro.spec.json $DATA/avro-deflate/prod19.deflate.avro
-tfrecord $DATA/tf/prod19.spec.json $DATA/tf/prod19.tfrecord
-tfrecord-gz $DATA/tf/prod19.spec.json $DATA/tf/prod19.tfrecord.gz
-ffrecord $DATA/ffr/prod19.spec.json $DATA/ffr/prod19.ffr
-ofrecord $DATA/of/prod19.spec.json $DATA/of/prod19.ofrecord
-LIST
+done < <(gen_inputs "$DATA")

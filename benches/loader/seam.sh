@@ -13,16 +13,7 @@
 set -euo pipefail
 ROUNDS=$1; BEFORE=$2; AFTER=$3; DATA=$4
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-inputs() {
-    cat <<LIST
-avro-null $DATA/avro-null/prod19.avro.spec.json $DATA/avro-null/prod19.avro
-avro-deflate $DATA/avro-deflate/prod19.avro.spec.json $DATA/avro-deflate/prod19.deflate.avro
-tfrecord $DATA/tf/prod19.spec.json $DATA/tf/prod19.tfrecord
-tfrecord-gz $DATA/tf/prod19.spec.json $DATA/tf/prod19.tfrecord.gz
-ffrecord $DATA/ffr/prod19.spec.json $DATA/ffr/prod19.ffr
-ofrecord $DATA/of/prod19.spec.json $DATA/of/prod19.ofrecord
-LIST
-}
+source "$HERE/common.sh"
 while read -r name spec file; do
     # In the page cache before the first run.
     find "$file" -type f -exec cat {} + > /dev/null
@@ -33,4 +24,4 @@ while read -r name spec file; do
                 --threads "$threads" --shuffle-buffer "$shuffle" "$file"
         done
     done
-done < <(inputs)
+done < <(gen_inputs "$DATA")

@@ -7,7 +7,6 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use grist_tensor::Encoder as _;
 use grist_tensor::{
     BatchBuilder, BoxError, ByNumber, Chunk, ChunkPos, ChunkStream, FeatureSpec, Format,
     InferOptions, Inferred, Input, InspectOptions, Limits, NameMatch, RandomAccess, RawRecord,
@@ -66,10 +65,6 @@ impl Format for AvroFormat {
 
     fn sniff(&self, head: &[u8], _size: u64) -> bool {
         head.starts_with(&MAGIC)
-    }
-
-    fn write_spec(&self, spec: &SpecFile, options: &WriteOptions) -> Result<SpecFile, BoxError> {
-        Ok(DatumEncoder::new(spec, options)?.spec().clone())
     }
 
     fn encoder(

@@ -164,10 +164,6 @@ impl Format for FfrFormat {
 
     /// The spec of the payload's format (tf.Example or OFRecord): a
     /// spec written in FFRecord reads back with the same payload.
-    fn write_spec(&self, spec: &SpecFile, options: &WriteOptions) -> Result<SpecFile, BoxError> {
-        let payload = crate::sink::payload(self.payload, options)?;
-        Ok(crate::sink::encoder(payload, spec, options)?.spec().clone())
-    }
 
     fn encoder(
         &self,

@@ -132,14 +132,6 @@ impl Format for OfRecordFormat {
         Ok(parts.into_iter().map(|(_, f)| f).collect())
     }
 
-    fn write_spec(
-        &self,
-        spec: &SpecFile,
-        options: &WriteOptions,
-    ) -> std::result::Result<SpecFile, BoxError> {
-        Ok(grist_tensor::Encoder::spec(&OfRecordEncoder::new(spec, options)?).clone())
-    }
-
     fn encoder(
         &self,
         spec: &SpecFile,

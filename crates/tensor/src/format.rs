@@ -910,11 +910,10 @@ pub trait Format: Send + Sync + fmt::Debug {
     /// format reads back; see [`spec_in_form`](crate::spec_in_form)), or
     /// an error naming the first feature this format cannot write under
     /// `options` (a float64 feature where the format holds only float32,
-    /// unless [`Lossy::Allow`](crate::Lossy::Allow)). By default, an
-    /// error: the format cannot write.
+    /// unless [`Lossy::Allow`](crate::Lossy::Allow)): the spec of its
+    /// [`encoder`](Self::encoder).
     fn write_spec(&self, spec: &SpecFile, options: &WriteOptions) -> Result<SpecFile, BoxError> {
-        let _ = (spec, options);
-        Err(cannot_write(self))
+        Ok(self.encoder(spec, options)?.spec().clone())
     }
 
     /// The encoder of batches described by `spec` into this format's

@@ -2,10 +2,10 @@
 //! an [`Encoder`] turns batches into records (on any number of threads),
 //! a [`RecordSink`] appends them to one file and commits it atomically.
 //!
-//! A format that writes implements [`Format::encoder`](crate::Format::encoder),
-//! [`Format::create`](crate::Format::create) and
-//! [`Format::write_spec`](crate::Format::write_spec) (the spec in the
-//! format's own form, which reads the written records back). Everything a
+//! A format that writes implements [`Format::encoder`](crate::Format::encoder)
+//! (whose [`Encoder::spec`] is the spec in the format's own form, which
+//! reads the written records back: [`Format::write_spec`](crate::Format::write_spec))
+//! and [`Format::create`](crate::Format::create). Everything a
 //! format cannot represent is refused when the encoder is built, before
 //! any output exists, naming the feature.
 

@@ -165,14 +165,6 @@ impl Format for TfRecordFormat {
         fits(&inflated, None)
     }
 
-    fn write_spec(
-        &self,
-        spec: &SpecFile,
-        options: &WriteOptions,
-    ) -> std::result::Result<SpecFile, BoxError> {
-        Ok(grist_tensor::Encoder::spec(&ExampleEncoder::new(spec, options)?).clone())
-    }
-
     fn encoder(
         &self,
         spec: &SpecFile,
