@@ -162,9 +162,8 @@ impl Format for FfrFormat {
         }
     }
 
-    /// The spec of the payload's format (tf.Example or OFRecord): a
-    /// spec written in FFRecord reads back with the same payload.
-
+    /// The payload's encoder (tf.Example or OFRecord): its spec, written
+    /// beside FFRecord files, reads them back with the same payload.
     fn encoder(
         &self,
         spec: &SpecFile,
