@@ -1,7 +1,10 @@
 //! Encoding batches as Avro datums: the schema derived from the specs, one
 //! datum per row, the inverse of [`AvroDecoder`](crate::AvroDecoder).
 
-use grist_tensor::{Batch, DType, FeatureSpec, SpecFile, Tensor, TensorError, UNKNOWN_DIM, Values};
+use grist_tensor::{
+    Batch, DType, FeatureSpec, RecordBuf, SparseTensor, SpecFile, Tensor, TensorError, UNKNOWN_DIM,
+    Values,
+};
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
@@ -102,37 +105,56 @@ fn long(out: &mut Vec<u8>, v: i64) {
     out.push(z as u8);
 }
 
-/// Writes value `i` of `values`.
-fn value(out: &mut Vec<u8>, values: &Values, i: usize) {
+/// Writes values `range` of `values`, one after the other.
+fn run(out: &mut Vec<u8>, values: &Values, range: std::ops::Range<usize>) {
     match values {
-        Values::Bool(v) => out.push(v[i] as u8),
-        Values::Int32(v) => long(out, v[i] as i64),
-        Values::Int64(v) => long(out, v[i]),
-        Values::Float32(v) => out.extend_from_slice(&v[i].to_le_bytes()),
-        Values::Float64(v) => out.extend_from_slice(&v[i].to_le_bytes()),
+        Values::Bool(v) => out.extend(v[range].iter().map(|&b| b as u8)),
+        Values::Int32(v) => v[range].iter().for_each(|&x| long(out, x as i64)),
+        Values::Int64(v) => v[range].iter().for_each(|&x| long(out, x)),
+        Values::Float32(v) => grist_tensor::le::append(out, &v[range]),
+        Values::Float64(v) => grist_tensor::le::append(out, &v[range]),
         Values::String(s) => {
-            let b = s.get(i).unwrap_or_default();
-            long(out, b.len() as i64);
-            out.extend_from_slice(b);
+            for i in range {
+                let b = s.get(i).unwrap_or_default();
+                long(out, b.len() as i64);
+                out.extend_from_slice(b);
+            }
         }
         _ => unreachable!("encode_batch refuses dtypes without an Avro type"),
     }
 }
 
-/// Writes `dims` nested arrays of the values from `*at` on.
-fn dense(out: &mut Vec<u8>, values: &Values, dims: &[usize], at: &mut usize) {
-    let Some((&n, rest)) = dims.split_first() else {
-        value(out, values, *at);
-        *at += 1;
-        return;
-    };
-    if n > 0 {
-        long(out, n as i64);
-        for _ in 0..n {
-            dense(out, values, rest, at);
-        }
+/// Writes an Avro array of values `range` of `values` (one block, then the
+/// end).
+fn array(out: &mut Vec<u8>, values: &Values, range: std::ops::Range<usize>) {
+    if !range.is_empty() {
+        long(out, range.len() as i64);
+        run(out, values, range);
     }
     long(out, 0);
+}
+
+/// Writes `dims` nested arrays of the values from `*at` on.
+fn dense(out: &mut Vec<u8>, values: &Values, dims: &[usize], at: &mut usize) {
+    match dims {
+        [] => {
+            run(out, values, *at..*at + 1);
+            *at += 1;
+        }
+        [n] => {
+            array(out, values, *at..*at + n);
+            *at += n;
+        }
+        [n, rest @ ..] => {
+            if *n > 0 {
+                long(out, *n as i64);
+                for _ in 0..*n {
+                    dense(out, values, rest, at);
+                }
+            }
+            long(out, 0);
+        }
+    }
 }
 
 /// Writes the entries `range` of a row of a varlen tensor (index tuples
@@ -151,13 +173,7 @@ fn varlen(
     let tuple = |e: usize| &indices[e * (rank + 1)..(e + 1) * (rank + 1)];
     if level + 1 == rank {
         // The innermost list: its entries' values, in order.
-        if !range.is_empty() {
-            long(out, range.len() as i64);
-            for e in range {
-                value(out, values, e);
-            }
-        }
-        long(out, 0);
+        array(out, values, range);
         return;
     }
     let len = if dims[level] != UNKNOWN_DIM && dims[level] >= 0 {
@@ -212,69 +228,124 @@ fn rows_of(indices: &[i64], rank: usize, rows: usize) -> Vec<std::ops::Range<usi
 /// [`TensorError::Unsupported`] in [`Error::Spec`], as is a kind Avro
 /// does not write (ragged, fixed-length sequence).
 pub fn encode_batch(batch: &Batch, spec: &SpecFile) -> Result<Vec<Vec<u8>>> {
+    let mut records = RecordBuf::new();
+    encode_rows(batch, spec, &mut records)?;
+    Ok(records.iter().map(<[u8]>::to_vec).collect())
+}
+
+/// How one column's rows are written.
+enum Column<'a> {
+    Dense {
+        values: &'a Values,
+        dims: Vec<usize>,
+        row_len: usize,
+    },
+    Varlen {
+        t: &'a SparseTensor,
+        declared: Vec<i64>,
+        rows: Vec<std::ops::Range<usize>>,
+    },
+    Sparse {
+        t: &'a SparseTensor,
+        rows: Vec<std::ops::Range<usize>>,
+    },
+}
+
+impl Column<'_> {
+    /// Writes row `r` of the column.
+    fn write(&self, r: usize, out: &mut Vec<u8>) {
+        match self {
+            Column::Dense {
+                values,
+                dims,
+                row_len,
+            } => dense(out, values, dims, &mut (r * row_len)),
+            Column::Varlen { t, declared, rows } => {
+                let rank = t.rank() - 1;
+                varlen(
+                    out,
+                    &t.indices,
+                    rank,
+                    &t.values,
+                    declared,
+                    0,
+                    rows[r].clone(),
+                );
+            }
+            Column::Sparse { t, rows } => {
+                let rank = t.rank() - 1;
+                let range = rows[r].clone();
+                for k in 0..rank {
+                    if !range.is_empty() {
+                        long(out, range.len() as i64);
+                        for e in range.clone() {
+                            long(out, t.indices[e * (rank + 1) + 1 + k]);
+                        }
+                    }
+                    long(out, 0);
+                }
+                array(out, &t.values, range);
+            }
+        }
+    }
+}
+
+/// [`encode_batch`] into `out`.
+pub(crate) fn encode_rows(batch: &Batch, spec: &SpecFile, out: &mut RecordBuf) -> Result<()> {
     if spec.sequence {
         return Err(no_sequences());
     }
-    let specs = &spec.features;
     let rows = batch.rows();
-    let mut out = vec![Vec::new(); rows];
-    for s in specs {
+    let mut columns = Vec::with_capacity(spec.features.len());
+    for s in &spec.features {
         let name = s.name();
         let tensor = batch
             .get(name)
             .ok_or_else(|| bad(name, "the batch has no such column"))?;
         // Every value written below has an Avro type.
         avro_type(name, tensor.dtype())?;
-        match (s, tensor) {
+        let short = || bad(name, "the column holds fewer values than its shape says");
+        columns.push(match (s, tensor) {
             (FeatureSpec::Dense(d), Tensor::Dense(t)) => {
                 let dims: Vec<usize> = d.shape.iter().map(|&x| x.max(0) as usize).collect();
-                let mut at = 0;
-                for datum in out.iter_mut() {
-                    dense(datum, &t.values, &dims, &mut at);
+                let row_len = dims.iter().product::<usize>();
+                if t.values.len() < row_len * rows {
+                    return Err(short());
+                }
+                Column::Dense {
+                    values: &t.values,
+                    dims,
+                    row_len,
                 }
             }
-            (FeatureSpec::Varlen(_), Tensor::Sparse(t)) => {
+            (FeatureSpec::Varlen(v), Tensor::Sparse(t)) => {
                 let rank = t.rank() - 1;
-                let declared: Vec<i64> = match s {
-                    FeatureSpec::Varlen(v) => {
-                        v.shape.clone().unwrap_or_else(|| vec![UNKNOWN_DIM; rank])
-                    }
-                    _ => vec![UNKNOWN_DIM; rank],
-                };
-                for (datum, range) in out.iter_mut().zip(rows_of(&t.indices, rank, rows)) {
-                    varlen(datum, &t.indices, rank, &t.values, &declared, 0, range);
+                Column::Varlen {
+                    t,
+                    declared: v.shape.clone().unwrap_or_else(|| vec![UNKNOWN_DIM; rank]),
+                    rows: rows_of(&t.indices, rank, rows),
                 }
             }
-            (FeatureSpec::Sparse(_), Tensor::Sparse(t)) => {
-                let rank = t.rank() - 1;
-                for (datum, range) in out.iter_mut().zip(rows_of(&t.indices, rank, rows)) {
-                    for k in 0..rank {
-                        if !range.is_empty() {
-                            long(datum, range.len() as i64);
-                            for e in range.clone() {
-                                long(datum, t.indices[e * (rank + 1) + 1 + k]);
-                            }
-                        }
-                        long(datum, 0);
-                    }
-                    if !range.is_empty() {
-                        long(datum, range.len() as i64);
-                        for e in range.clone() {
-                            value(datum, &t.values, e);
-                        }
-                    }
-                    long(datum, 0);
-                }
-            }
+            (FeatureSpec::Sparse(_), Tensor::Sparse(t)) => Column::Sparse {
+                t,
+                rows: rows_of(&t.indices, t.rank() - 1, rows),
+            },
             (s, _) => {
                 return Err(bad(
                     s.name(),
                     format!("a {} spec cannot be written from this tensor", s.kind()),
                 ));
             }
-        }
+        });
     }
-    Ok(out)
+    for r in 0..rows {
+        let data = out.data_mut();
+        for c in &columns {
+            c.write(r, data);
+        }
+        out.end_record();
+    }
+    Ok(())
 }
 
 #[cfg(test)]

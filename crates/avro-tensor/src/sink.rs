@@ -5,14 +5,14 @@
 
 use grist_io::{Address, Storage};
 use grist_tensor::{
-    Batch, BoxError, Encoder, RecordSink, SpecFile, SpecForm, TensorError, WriteOptions, Written,
-    spec_in_form,
+    Batch, BoxError, Encoder, RecordBuf, RecordSink, SpecFile, SpecForm, TensorError, WriteOptions,
+    Written, spec_in_form,
 };
 use serde_json::Value;
 
 use crate::codec::Codec;
 use crate::decoder::AvroDecoder;
-use crate::encode::{encode_batch, no_sequences, schema_for_specs};
+use crate::encode::{encode_rows, no_sequences, schema_for_specs};
 use crate::error::{Error, Result};
 use crate::writer::{ContainerWriter, WriterOptions};
 
@@ -84,8 +84,8 @@ impl Encoder for DatumEncoder {
         &self.spec
     }
 
-    fn encode(&self, batch: &Batch) -> std::result::Result<Vec<Vec<u8>>, BoxError> {
-        Ok(encode_batch(batch, &self.spec)?)
+    fn encode(&self, batch: &Batch, out: &mut RecordBuf) -> std::result::Result<(), BoxError> {
+        Ok(encode_rows(batch, &self.spec, out)?)
     }
 }
 

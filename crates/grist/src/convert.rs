@@ -27,8 +27,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use grist_io::{Address, Storage};
 use grist_loader::{Epochs, Threads};
 use grist_tensor::{
-    Batch, BoxError, Encoder, Format, InferNote, InferOptions, Inferred, Location, RecordSink,
-    SpecFile, StorageError, WriteOptions, Written,
+    Batch, BoxError, Encoder, Format, InferNote, InferOptions, Inferred, Location, RecordBuf,
+    RecordSink, SpecFile, StorageError, WriteOptions, Written,
 };
 
 use crate::manifest::{self, Manifest, ManifestPart, Shard};
@@ -567,23 +567,37 @@ pub fn convert<P: Into<PathBuf>>(
         },
     };
     let skipped_parts = writer.files.len();
+    // Record buffers go round between the encoders and the writer.
+    let free = Mutex::new(Vec::new());
     let result = std::thread::scope(|scope| -> Result<(), ConvertError> {
         // Bounded: at most `threads` batches wait to be encoded and
         // `threads` encoded ones to be written, besides those in hand.
         let (batch_tx, batch_rx) = sync_channel::<ToEncode>(threads);
         let batch_rx = Arc::new(Mutex::new(batch_rx));
         let (rec_tx, rec_rx) = sync_channel::<Encoded>(threads);
+        let (done_tx, done_rx) = sync_channel::<Batch>(threads);
+        let free = &free;
         for _ in 0..threads {
             let rx = Arc::clone(&batch_rx);
             let tx = rec_tx.clone();
+            let done = done_tx.clone();
             let encoder = Arc::clone(&encoder);
             let encoded = &encoded;
-            scope.spawn(move || encode_loop(&rx, &tx, &*encoder, encoded));
+            scope.spawn(move || {
+                encode_loop(Encoding {
+                    rx: &rx,
+                    tx,
+                    done,
+                    free,
+                    encoder: &*encoder,
+                    encoded,
+                })
+            });
         }
         // Only the encoders hold the batches' receiver and the records'
         // sender, so that either side stopping stops the other.
-        drop((batch_rx, rec_tx));
-        let reader = scope.spawn(move || read_loop(&mut loader, batch_tx, skip));
+        drop((batch_rx, rec_tx, done_tx));
+        let reader = scope.spawn(move || read_loop(&mut loader, batch_tx, done_rx, skip));
         // Records come back in any order: put them back in batch order.
         let mut pending = BTreeMap::new();
         let mut next = 0u64;
@@ -615,10 +629,11 @@ pub fn convert<P: Into<PathBuf>>(
                 // A batch straddling the end of the kept parts: its
                 // first records are in them.
                 let from = usize::try_from(skip.saturating_sub(next)).unwrap_or(usize::MAX);
-                if let Err(e) = writer.write(records.get(from..).unwrap_or_default()) {
+                if let Err(e) = writer.write(&records, from) {
                     failed = Some(e);
                     break;
                 }
+                free.lock().unwrap_or_else(|e| e.into_inner()).push(records);
                 next = end;
             }
             if failed.is_some() {
@@ -790,10 +805,12 @@ type ToEncode = (u64, u64, Option<Batch>);
 
 /// The loader's batches, numbered by their first record, into `tx` until
 /// the end, an error, or the receiving side hanging up; those that end
-/// at or before record `skip` go without their rows.
+/// at or before record `skip` go without their rows. Batches the encoders
+/// are done with come back on `done`, for the loader to reuse.
 fn read_loop(
     loader: &mut grist_loader::Loader,
     tx: SyncSender<ToEncode>,
+    done: Receiver<Batch>,
     skip: u64,
 ) -> Result<(), grist_loader::Error> {
     let mut first = 0u64;
@@ -804,35 +821,55 @@ fn read_loop(
         if tx.send((first, end, batch)).is_err() {
             break;
         }
+        if let Ok(spent) = done.try_recv() {
+            loader.recycle(spent);
+        }
         first = end;
     }
     Ok(())
 }
 
 /// A batch's records (or why not), numbered by its first and end records.
-type Encoded = (u64, u64, Result<Vec<Vec<u8>>, BoxError>);
+type Encoded = (u64, u64, Result<RecordBuf, BoxError>);
 
-/// Encodes batches from `rx` into `tx` until either side hangs up,
-/// counting the records encoded in `encoded`.
-fn encode_loop(
-    rx: &Mutex<Receiver<ToEncode>>,
-    tx: &SyncSender<Encoded>,
-    encoder: &dyn Encoder,
-    encoded: &AtomicU64,
-) {
+/// What the encoding threads share: the batches to encode, where encoded
+/// records go, the batches done with (back to the reader), and the record
+/// buffers the writer is done with (to encode into again).
+struct Encoding<'a> {
+    rx: &'a Mutex<Receiver<ToEncode>>,
+    tx: SyncSender<Encoded>,
+    done: SyncSender<Batch>,
+    free: &'a Mutex<Vec<RecordBuf>>,
+    encoder: &'a dyn Encoder,
+    encoded: &'a AtomicU64,
+}
+
+/// Encodes batches until either side hangs up, counting the records
+/// encoded.
+fn encode_loop(e: Encoding) {
     loop {
-        let next = rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
+        let next = e.rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
         let Ok((first, end, batch)) = next else {
             return;
         };
+        let mut out = e
+            .free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_default();
+        out.clear();
         let records = match batch {
             Some(batch) => {
-                encoded.fetch_add(batch.rows() as u64, Ordering::Relaxed);
-                encoder.encode(&batch)
+                e.encoded.fetch_add(batch.rows() as u64, Ordering::Relaxed);
+                let r = e.encoder.encode(&batch, &mut out).map(|()| out);
+                // The reader may be gone or busy: then the batch is freed.
+                let _ = e.done.try_send(batch);
+                r
             }
-            None => Ok(Vec::new()),
+            None => Ok(out),
         };
-        if tx.send((first, end, records)).is_err() {
+        if e.tx.send((first, end, records)).is_err() {
             return;
         }
     }
@@ -897,8 +934,9 @@ impl Parts<'_> {
         Ok(())
     }
 
-    fn write(&mut self, records: &[Vec<u8>]) -> Result<(), ConvertError> {
-        for record in records {
+    /// Writes `records` from record `from` on.
+    fn write(&mut self, records: &RecordBuf, from: usize) -> Result<(), ConvertError> {
+        for record in records.iter().skip(from) {
             if self.current.is_none() {
                 self.open()?;
             }

@@ -485,14 +485,14 @@ fn converts_to_an_object_store() {
         let f = format(id);
         let spec_b = written_spec(&storage, &url);
         let options = WriteOptions::new();
-        let records = f
-            .encoder(&spec_b, &options)
+        let mut records = grist::tensor::RecordBuf::new();
+        f.encoder(&spec_b, &options)
             .unwrap()
-            .encode(&got[0])
+            .encode(&got[0], &mut records)
             .unwrap();
         let address = grist::Address::parse(&url).unwrap().join("dropped");
         let mut sink = f.create(&storage, &address, &spec_b, &options).unwrap();
-        for r in &records {
+        for r in records.iter() {
             sink.write(r).unwrap();
         }
         drop(sink);

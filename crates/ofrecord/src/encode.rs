@@ -7,7 +7,8 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use grist_tensor::{Batch, FeatureSpec, SpecFile, Tensor, TensorError, Values};
+use grist_tensor::feature_map::{self as fm, FeaturesWriter, OFRECORD};
+use grist_tensor::{Batch, FeatureSpec, Lossy, RecordBuf, Section, SpecFile, TensorError};
 use prost::Message;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
 
@@ -149,41 +150,6 @@ impl RecordBuilder {
     }
 }
 
-/// A feature holding `values[range]`, as the list of its dtype: int32,
-/// int64, float32, float64 and string become int32, int64, float, double
-/// and bytes lists; bools become an int32 list of 0 and 1.
-fn list_of(name: &str, values: &Values, range: std::ops::Range<usize>) -> Result<proto::Feature> {
-    let kind = match values {
-        Values::Int32(v) => Kind::Int32List(proto::Int32List {
-            value: v[range].to_vec(),
-        }),
-        Values::Bool(v) => Kind::Int32List(proto::Int32List {
-            value: v[range].iter().map(|&b| i32::from(b)).collect(),
-        }),
-        Values::Int64(v) => Kind::Int64List(proto::Int64List {
-            value: v[range].to_vec(),
-        }),
-        Values::Float32(v) => Kind::FloatList(proto::FloatList {
-            value: v[range].to_vec(),
-        }),
-        Values::Float64(v) => Kind::DoubleList(proto::DoubleList {
-            value: v[range].to_vec(),
-        }),
-        Values::String(s) => Kind::BytesList(proto::BytesList {
-            value: range
-                .map(|i| Bytes::copy_from_slice(s.get(i).unwrap_or_default()))
-                .collect(),
-        }),
-        other => {
-            return Err(unfit(
-                name,
-                format!("no OFRecord list holds {} values", other.dtype()),
-            ));
-        }
-    };
-    Ok(proto::Feature { kind: Some(kind) })
-}
-
 /// The refusal of a sequence spec.
 pub(crate) fn no_sequences() -> Error {
     Error::Spec(TensorError::Unsupported {
@@ -191,35 +157,6 @@ pub(crate) fn no_sequences() -> Error {
                a tf.SequenceExample spec cannot be written as OFRecords"
             .into(),
     })
-}
-
-fn unfit(name: &str, reason: impl Into<String>) -> Error {
-    Error::Spec(TensorError::InvalidSpec {
-        feature: name.to_string(),
-        reason: reason.into(),
-    })
-}
-
-/// The entries of a row-sorted COO index list (`rank` per value) of each
-/// of `rows` batch rows.
-fn rows_of_coo(indices: &[i64], rank: usize, rows: usize) -> Result<Vec<std::ops::Range<usize>>> {
-    let nnz = indices.len() / rank.max(1);
-    let mut out = Vec::with_capacity(rows);
-    let mut i = 0;
-    for r in 0..rows as i64 {
-        let start = i;
-        while i < nnz && indices[i * rank] == r {
-            i += 1;
-        }
-        out.push(start..i);
-    }
-    if i != nnz {
-        return Err(unfit(
-            "",
-            "sparse indices are not sorted by batch row or exceed the batch",
-        ));
-    }
-    Ok(out)
 }
 
 /// Encodes every row of `batch` as a serialized OFRecord such that
@@ -260,113 +197,41 @@ fn rows_of_coo(indices: &[i64], rank: usize, rows: usize) -> Result<Vec<std::ops
 /// # Ok::<(), grist_ofrecord::Error>(())
 /// ```
 pub fn encode_batch(batch: &Batch, spec: &SpecFile) -> Result<Vec<Vec<u8>>> {
+    let mut records = RecordBuf::new();
+    encode_rows(batch, spec, &mut records)?;
+    Ok(records.iter().map(<[u8]>::to_vec).collect())
+}
+
+/// [`encode_batch`] into `out`.
+pub(crate) fn encode_rows(batch: &Batch, spec: &SpecFile, out: &mut RecordBuf) -> Result<()> {
     if spec.sequence {
         return Err(no_sequences());
     }
-    let specs = &spec.features;
-    let rows = batch.rows();
-    let mut records: Vec<BTreeMap<String, proto::Feature>> = vec![BTreeMap::new(); rows];
-    for spec in specs {
-        let name = spec.name();
-        let tensor = batch
-            .get(name)
-            .ok_or_else(|| unfit(name, "the batch has no such column"))?;
-        match (spec, tensor) {
-            (FeatureSpec::Dense(_) | FeatureSpec::FixedLenSequence(_), Tensor::Dense(d)) => {
-                let row_len = d.values.len().checked_div(rows).unwrap_or(0);
-                for (r, rec) in records.iter_mut().enumerate() {
-                    rec.insert(
-                        name.into(),
-                        list_of(name, &d.values, r * row_len..(r + 1) * row_len)?,
-                    );
-                }
-            }
-            (FeatureSpec::Varlen(_), Tensor::Sparse(s)) => {
-                let ranges = rows_of_coo(&s.indices, s.rank(), rows)
-                    .map_err(|_| unfit(name, "sparse indices are not sorted by batch row"))?;
-                for (rec, range) in records.iter_mut().zip(ranges) {
-                    rec.insert(name.into(), list_of(name, &s.values, range)?);
-                }
-            }
-            (FeatureSpec::Sparse(sp), Tensor::Sparse(s)) => {
-                let (Some(value_key), keys) = (&sp.value_key, sp.index_keys()) else {
-                    return Err(unfit(
-                        name,
-                        "an OFRecord SparseFeature needs index_key and value_key",
-                    ));
-                };
-                let rank = s.rank();
-                if keys.len() + 1 != rank {
-                    return Err(unfit(name, "the index keys do not match the tensor's rank"));
-                }
-                let ranges = rows_of_coo(&s.indices, rank, rows)
-                    .map_err(|_| unfit(name, "sparse indices are not sorted by batch row"))?;
-                for (rec, range) in records.iter_mut().zip(ranges) {
-                    for (k, key) in keys.iter().enumerate() {
-                        let ids = range.clone().map(|i| s.indices[i * rank + 1 + k]).collect();
-                        let list = proto::Int64List { value: ids };
-                        rec.insert(
-                            key.clone(),
-                            proto::Feature {
-                                kind: Some(Kind::Int64List(list)),
-                            },
-                        );
-                    }
-                    rec.insert(value_key.clone(), list_of(name, &s.values, range)?);
-                }
-            }
-            (FeatureSpec::Ragged(rs), Tensor::Ragged(t)) => {
-                if rs.partitions.iter().any(|p| p.key().is_some()) {
-                    return Err(Error::Spec(TensorError::UnsupportedSpec {
-                        feature: name.into(),
-                        format: "OFRecord writer",
-                        kind: "ragged",
-                        reason: "only ragged features without keyed partitions are written".into(),
-                    }));
-                }
-                let splits = match t.nested_row_splits.as_slice() {
-                    [outer] if outer.len() == rows + 1 => outer,
-                    _ => {
-                        return Err(Error::Spec(TensorError::BadRagged {
-                            feature: name.into(),
-                            reason: "expected one level of row splits over the batch".into(),
-                        }));
-                    }
-                };
-                let inner: usize = t.flat_values.shape.iter().skip(1).product();
-                let nvals = t.flat_values.values.len();
-                for (r, rec) in records.iter_mut().enumerate() {
-                    let (a, b) = (splits[r], splits[r + 1]);
-                    let range = usize::try_from(a).ok().zip(usize::try_from(b).ok());
-                    let Some((a, b)) = range.filter(|(a, b)| a <= b && b * inner <= nvals) else {
-                        return Err(Error::Spec(TensorError::BadRagged {
-                            feature: name.into(),
-                            reason: format!("row splits {a}..{b} of record {r} are out of range"),
-                        }));
-                    };
-                    rec.insert(
-                        rs.value_key().into(),
-                        list_of(name, &t.flat_values.values, a * inner..b * inner)?,
-                    );
-                }
-            }
-            (spec, _) => {
-                return Err(unfit(
-                    name,
-                    format!(
-                        "a {} spec cannot be written from this column's layout",
-                        spec.kind()
-                    ),
-                ));
-            }
-        }
+    if let Some(r) = spec.features.iter().find_map(|f| match f {
+        FeatureSpec::Ragged(r) if r.partitions.iter().any(|p| p.key().is_some()) => Some(r),
+        _ => None,
+    }) {
+        return Err(keyed_partitions(&r.name));
     }
-    Ok(records
-        .into_iter()
-        .map(|rec| {
-            let mut out = Vec::new();
-            encode_entries(rec.iter().map(|(k, f)| (k.as_bytes(), f)), &mut out);
-            out
-        })
-        .collect())
+    let d = &OFRECORD;
+    let columns = fm::columns(d, batch, Section::Features, &spec.features, Lossy::Refuse)?;
+    let mut features = FeaturesWriter::new(d, &columns);
+    for r in 0..batch.rows() {
+        let len = features.measure(r);
+        let data = out.data_mut();
+        data.reserve(len);
+        features.write(r, data);
+        out.end_record();
+    }
+    Ok(())
+}
+
+/// The refusal of a ragged feature with keyed partitions.
+pub(crate) fn keyed_partitions(name: &str) -> Error {
+    Error::Spec(TensorError::UnsupportedSpec {
+        feature: name.into(),
+        format: "OFRecord writer",
+        kind: "ragged",
+        reason: "only ragged features without keyed partitions are written".into(),
+    })
 }

@@ -9,12 +9,12 @@ use std::io::{BufWriter, Write};
 
 use grist_io::{Address, Storage, Writer};
 use grist_tensor::{
-    Batch, BoxError, Encoder, FeatureSpec, RecordSink, SpecFile, SpecForm, StorageError,
-    TensorError, WriteOptions, Written, features_mut, spec_in_form,
+    Batch, BoxError, Encoder, FeatureSpec, RecordBuf, RecordSink, SpecFile, SpecForm, StorageError,
+    WriteOptions, Written, features_mut, spec_in_form,
 };
 
 use crate::decoder::OfRecordDecoder;
-use crate::encode::{encode_batch, no_sequences};
+use crate::encode::{encode_rows, keyed_partitions, no_sequences};
 use crate::error::{Error, Result};
 use crate::writer::RecordWriter;
 
@@ -58,12 +58,7 @@ impl OfRecordEncoder {
         for f in features_mut(&mut spec) {
             match f {
                 FeatureSpec::Ragged(r) if r.partitions.iter().any(|p| p.key().is_some()) => {
-                    return Err(Error::Spec(TensorError::UnsupportedSpec {
-                        feature: r.name.clone(),
-                        format: "OFRecord writer",
-                        kind: "ragged",
-                        reason: "only ragged features without keyed partitions are written".into(),
-                    }));
+                    return Err(keyed_partitions(&r.name));
                 }
                 // Written sorted: the decoder need not sort them again.
                 FeatureSpec::Sparse(s) => s.already_sorted = true,
@@ -81,8 +76,8 @@ impl Encoder for OfRecordEncoder {
         &self.spec
     }
 
-    fn encode(&self, batch: &Batch) -> std::result::Result<Vec<Vec<u8>>, BoxError> {
-        Ok(encode_batch(batch, &self.spec)?)
+    fn encode(&self, batch: &Batch, out: &mut RecordBuf) -> std::result::Result<(), BoxError> {
+        Ok(encode_rows(batch, &self.spec, out)?)
     }
 }
 

@@ -238,6 +238,12 @@ fn batches_round_trip_through_records() {
         .decode_batch(&"mem".into(), 0, again.iter().map(|r| &r[..]))
         .unwrap();
     assert_eq!(back, batch);
+    // Written as Python's protobuf writes them (the canonical form of
+    // RecordBuilder), which prost's decoder reads.
+    for record in records.iter().chain(&again) {
+        assert_eq!(&Record::parse(record).unwrap().encode(), record);
+        <grist_ofrecord::proto::OfRecord as prost::Message>::decode(&record[..]).unwrap();
+    }
 
     // Keyed ragged partitions are refused, by name.
     let ragged = FeatureSpec::Ragged(RaggedSpec {

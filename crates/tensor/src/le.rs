@@ -46,9 +46,62 @@ pub fn extend<T: LeNumber>(out: &mut Vec<T>, bytes: &[u8]) {
     }
 }
 
+/// Appends `values` to `out` as little-endian bytes (`T::WIDTH` each): one
+/// copy on little-endian targets, the mirror of [`extend`].
+///
+/// ```
+/// let mut out = Vec::new();
+/// grist_tensor::le::append(&mut out, &[1.0f32, 2.0]);
+/// assert_eq!(out, [0, 0, 0x80, 0x3f, 0, 0, 0, 0x40]);
+/// ```
+#[inline]
+pub fn append<T: LeNumber + ToLe>(out: &mut Vec<u8>, values: &[T]) {
+    if cfg!(target_endian = "little") {
+        out.extend_from_slice(bytemuck::cast_slice::<T, u8>(values));
+    } else {
+        out.reserve(values.len() * T::WIDTH);
+        for v in values {
+            v.put_le(out);
+        }
+    }
+}
+
+/// A number that appends its little-endian bytes (the big-endian path of
+/// [`append`]).
+pub trait ToLe: Copy {
+    /// Appends the number's little-endian bytes to `out`.
+    fn put_le(self, out: &mut Vec<u8>);
+}
+
+macro_rules! to_le {
+    ($($t:ty),*) => {$(
+        impl ToLe for $t {
+            #[inline(always)]
+            fn put_le(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+        }
+    )*};
+}
+to_le!(f32, f64, i32, i64, u32, u64);
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn append_writes_to_le_bytes() {
+        let values = [0.5f64, -1.25, f64::MAX];
+        let mut out = vec![7u8];
+        append(&mut out, &values);
+        let want: Vec<u8> = std::iter::once(7)
+            .chain(values.iter().flat_map(|v| v.to_le_bytes()))
+            .collect();
+        assert_eq!(out, want);
+        let mut back = Vec::new();
+        extend::<f64>(&mut back, &out[1..]);
+        assert_eq!(back, values);
+    }
 
     #[test]
     fn every_width_reads_as_from_le_bytes() {

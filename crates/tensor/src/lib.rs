@@ -89,12 +89,15 @@ mod tensor;
 // - `le`: bulk little-endian copies of every format's number lists;
 // - `varint`: Avro's zig-zag varints (grist-avro-tensor);
 // - `wire`: the protobuf wire primitives of tf.Example and OFRecord;
+// - `feature_map`: their feature maps written straight from batch columns;
 // - `report`: the pieces of every format's `inspect` / `verify` reports
 //   (and the CLI's numbers);
 // - `synth`: the seeded synthetic data of `grist gen` / `grist demo`,
 //   the benches and the writers' tests.
 #[doc(hidden)]
 pub mod chunking;
+#[doc(hidden)]
+pub mod feature_map;
 #[doc(hidden)]
 pub mod le;
 #[doc(hidden)]
@@ -136,7 +139,7 @@ pub use ndarray::Element;
 #[doc(hidden)]
 pub use prefetch::{PREFETCH_FAR, PREFETCH_NEAR, prefetch_ahead, warm};
 pub use registry::{Registry, RegistryError, SNIFF_BYTES};
-pub use sink::{Encoder, Lossy, RecordSink, WriteOptions, Written};
+pub use sink::{Encoder, Lossy, RecordBuf, RecordSink, WriteOptions, Written};
 pub use source::{Chunk, MAX_IO_BUFFER, RecordLayout, RecordSource};
 pub use spec::{
     DenseSpec, FeatureSpec, FixedLenSequenceSpec, MAX_DEFAULT_VALUES, OneOrMany, Partition,

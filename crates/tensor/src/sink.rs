@@ -112,9 +112,92 @@ pub trait Encoder: Send + Sync + fmt::Debug {
     /// [`Format::write_spec`](crate::Format::write_spec)).
     fn spec(&self) -> &SpecFile;
 
-    /// The serialized records of `batch`'s rows, in row order. An error
-    /// names the feature (the caller adds the file and record).
-    fn encode(&self, batch: &Batch) -> Result<Vec<Vec<u8>>, BoxError>;
+    /// Appends the serialized records of `batch`'s rows to `out`, in row
+    /// order. An error names the feature (the caller adds the file and
+    /// record); `out` then holds the records before the failing one, or
+    /// fewer.
+    fn encode(&self, batch: &Batch, out: &mut RecordBuf) -> Result<(), BoxError>;
+}
+
+/// Serialized records in one buffer: what an [`Encoder`] appends to, kept
+/// and cleared between batches so that encoding allocates nothing once the
+/// buffer has grown to a batch's size.
+///
+/// ```
+/// use grist_tensor::RecordBuf;
+/// let mut records = RecordBuf::new();
+/// records.push(b"first");
+/// records.data_mut().extend_from_slice(b"second");
+/// records.end_record();
+/// assert_eq!(records.iter().collect::<Vec<_>>(), [&b"first"[..], b"second"]);
+/// records.clear();
+/// assert!(records.is_empty());
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecordBuf {
+    data: Vec<u8>,
+    /// Where each record ends in `data`.
+    ends: Vec<usize>,
+}
+
+impl RecordBuf {
+    /// No records.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The number of records.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether there are no records.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The bytes of all records, one after the other.
+    pub fn bytes(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// Record `i`, if there is one.
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        let end = *self.ends.get(i)?;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        self.data.get(start..end)
+    }
+
+    /// The records, in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
+        (0..self.len()).map(|i| self.get(i).unwrap_or_default())
+    }
+
+    /// Appends one record.
+    pub fn push(&mut self, record: &[u8]) {
+        self.data.extend_from_slice(record);
+        self.end_record();
+    }
+
+    /// The buffer the record being built is appended to; [`end_record`]
+    /// closes it.
+    ///
+    /// [`end_record`]: Self::end_record
+    pub fn data_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.data
+    }
+
+    /// Ends the record being built: the bytes appended to
+    /// [`data_mut`](Self::data_mut) since the previous record.
+    pub fn end_record(&mut self) {
+        self.ends.push(self.data.len());
+    }
+
+    /// Drops every record, keeping the buffers.
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.ends.clear();
+    }
 }
 
 /// What a [`RecordSink`] wrote.

@@ -4,7 +4,7 @@
 
 use grist_io::{Address, Storage};
 use grist_tensor::{
-    Batch, BoxError, DType, Encoder, FeatureSpec, Lossy, RecordSink, SpecFile, SpecForm,
+    Batch, BoxError, DType, Encoder, FeatureSpec, Lossy, RecordBuf, RecordSink, SpecFile, SpecForm,
     TensorError, WriteOptions, Written, features_mut, spec_in_form, with_dtype,
 };
 
@@ -79,9 +79,9 @@ impl ExampleEncoder {
         })
     }
 
-    /// The serialized records of `batch`'s rows.
-    pub fn encode_batch(&self, batch: &Batch) -> Result<Vec<Vec<u8>>> {
-        encode_rows(batch, &self.source, self.lossy)
+    /// Appends the serialized records of `batch`'s rows to `out`.
+    pub fn encode_batch(&self, batch: &Batch, out: &mut RecordBuf) -> Result<()> {
+        encode_rows(batch, &self.source, self.lossy, out)
     }
 }
 
@@ -90,8 +90,8 @@ impl Encoder for ExampleEncoder {
         &self.written
     }
 
-    fn encode(&self, batch: &Batch) -> std::result::Result<Vec<Vec<u8>>, BoxError> {
-        Ok(self.encode_batch(batch)?)
+    fn encode(&self, batch: &Batch, out: &mut RecordBuf) -> std::result::Result<(), BoxError> {
+        Ok(self.encode_batch(batch, out)?)
     }
 }
 
