@@ -127,17 +127,15 @@ pub fn field_len(len: usize) -> usize {
 /// from the batch's column where it stores them.
 #[derive(Clone, Debug)]
 pub enum Val<'a> {
-    /// int64 values: `data[first + k * step]` for `k < n` (a run of a
-    /// column, or one index column of a COO index list).
+    /// int64 values: item `col` of each `stride`-long tuple of `data` (a
+    /// run of a column: stride 1; one index column of a COO index list).
     I64 {
-        /// The column.
+        /// The tuples.
         data: &'a [i64],
-        /// The first value's place.
-        first: usize,
-        /// The distance between values.
-        step: usize,
-        /// The number of values.
-        n: usize,
+        /// The length of a tuple.
+        stride: usize,
+        /// The item of each tuple (less than `stride`).
+        col: usize,
     },
     /// int32 values.
     I32(&'a [i32]),
@@ -159,20 +157,12 @@ impl Val<'_> {
     #[inline]
     fn for_each_int(&self, mut f: impl FnMut(i64)) {
         match self {
-            Val::I64 {
-                data,
-                first,
-                step,
-                n,
-            } => {
-                if *step == 1 {
-                    data.iter().skip(*first).take(*n).for_each(|&x| f(x));
+            Val::I64 { data, stride, col } => {
+                if *stride == 1 {
+                    data.iter().for_each(|&x| f(x));
                 } else {
-                    data.iter()
-                        .skip(*first)
-                        .step_by(*step)
-                        .take(*n)
-                        .for_each(|&x| f(x));
+                    data.chunks_exact(*stride)
+                        .for_each(|t| f(t.get(*col).copied().unwrap_or(0)));
                 }
             }
             Val::I32(v) => v.iter().for_each(|&x| f(x as i64)),
@@ -259,7 +249,22 @@ impl Val<'_> {
             }
             _ => {
                 put_len_field(out, TAG_1, payload);
-                self.for_each_int(|x| put_varint(out, x as u64));
+                // `payload` is the exact size: write into it in place
+                // rather than growing the buffer a byte at a time.
+                let start = out.len();
+                out.resize(start + payload, 0);
+                let buf = &mut out[start..];
+                let mut at = 0;
+                self.for_each_int(|x| {
+                    let mut v = x as u64;
+                    while v >= 0x80 {
+                        buf[at] = v as u8 | 0x80;
+                        v >>= 7;
+                        at += 1;
+                    }
+                    buf[at] = v as u8;
+                    at += 1;
+                });
             }
         }
     }
@@ -309,9 +314,8 @@ pub fn val<'a>(
             let v = v.get(range.clone()).ok_or_else(past_end)?;
             Val::I64 {
                 data: v,
-                first: 0,
-                step: 1,
-                n: v.len(),
+                stride: 1,
+                col: 0,
             }
         }
         Values::Int32(v) => Val::I32(v.get(range.clone()).ok_or_else(past_end)?),
@@ -498,10 +502,12 @@ fn collect_column<'a>(
             let ranges = sparse_rows(name, &s.indices, rank, rows)?;
             for (k, key) in keys.iter().enumerate() {
                 let ids = ranges.iter().map(|range| Val::I64 {
-                    data: &s.indices,
-                    first: range.start * rank + 1 + k,
-                    step: rank,
-                    n: range.len(),
+                    data: s
+                        .indices
+                        .get(range.start * rank..range.end * rank)
+                        .unwrap_or_default(),
+                    stride: rank,
+                    col: 1 + k,
                 });
                 out.insert(key, ids.collect());
             }
