@@ -56,7 +56,7 @@
 //! | `tfrecord-zstd` | off | ZSTD-compressed TFRecord files (not a TensorFlow codec) |
 //!
 //! ```
-//! use grist::tensor::{DType, FeatureSpec, Values};
+//! use grist::tensor::{DType, FeatureSpec};
 //! use grist::tfrecord::{ExampleBuilder, RecordWriter};
 //!
 //! let dir = tempfile::tempdir()?;
@@ -75,9 +75,7 @@
 //!     .build()?;
 //! assert_eq!(loader.format().name(), "TFRecord");
 //! let batch = loader.next_batch().unwrap()?;
-//! let Values::Int64(ids) = &batch.get("id").unwrap().as_dense().unwrap().values else {
-//!     unreachable!()
-//! };
+//! let ids = batch.dense::<i64>("id")?.values;
 //! assert_eq!(ids, &[0, 1, 2, 3]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

@@ -35,7 +35,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use grist_loader::{Epochs, Loader, Threads};
-//! use grist_tensor::{DType, FeatureSpec, Values};
+//! use grist_tensor::{DType, FeatureSpec};
 //! use grist_tfrecord::{ExampleBuilder, RecordWriter, TfRecordFormat};
 //!
 //! // Two TFRecord files of 100 records each.
@@ -62,9 +62,7 @@
 //! let mut seen = Vec::new();
 //! while let Some(batch) = loader.next_batch() {
 //!     let batch = batch?;
-//!     let Values::Int64(ids) = &batch.get("id").unwrap().as_dense().unwrap().values else {
-//!         unreachable!()
-//!     };
+//!     let ids = batch.dense::<i64>("id")?.values;
 //!     seen.extend_from_slice(ids);
 //!     loader.recycle(batch);
 //! }

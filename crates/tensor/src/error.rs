@@ -59,6 +59,22 @@ pub enum TensorError {
         /// What is wrong.
         reason: String,
     },
+    /// A batch has no column of this name.
+    #[error("the batch has no column {name:?}")]
+    NoColumn {
+        /// The column asked for.
+        name: String,
+    },
+    /// A batch's column is not of the layout or type asked for.
+    #[error("column {name:?} holds {found}, not {want}")]
+    ColumnType {
+        /// The column (empty when converting bare values).
+        name: String,
+        /// What was asked for.
+        want: String,
+        /// What the column holds.
+        found: String,
+    },
     /// Something a format (or this build) cannot do.
     #[error("{what}")]
     Unsupported {

@@ -79,6 +79,7 @@ mod sink;
 mod source;
 mod spec;
 mod tensor;
+mod typed;
 
 // Shared internals of grist's format crates, benches and CLI: public so
 // that those crates can reach them, hidden from the docs, and not part of
@@ -134,8 +135,6 @@ pub use mapping::{
     SpecForm, feature_in_form, features_mut, sparse_index_key, sparse_value_key, spec_in_form,
     with_dtype,
 };
-#[cfg(feature = "ndarray")]
-pub use ndarray::Element;
 #[doc(hidden)]
 pub use prefetch::{PREFETCH_FAR, PREFETCH_NEAR, prefetch_ahead, warm};
 pub use registry::{Registry, RegistryError, SNIFF_BYTES};
@@ -148,6 +147,7 @@ pub use spec::{
 pub use tensor::{
     Batch, Column, DenseTensor, RaggedTensor, Section, SparseTensor, StringValues, Tensor, Values,
 };
+pub use typed::{DenseView, Element, RaggedView, SparseView};
 
 /// The README's examples, run as doc tests so that they stay true.
 #[cfg(doctest)]

@@ -1,32 +1,8 @@
 //! Conversions into `ndarray` arrays (Cargo feature `ndarray`).
 
-use ndarray::{ArrayD, IxDyn};
+use ndarray::{ArrayD, ArrayViewD, IxDyn};
 
-use crate::{DenseTensor, Values};
-
-/// Element types that a dense tensor can be viewed as.
-pub trait Element: Clone {
-    /// The values, if `values` holds this type.
-    fn slice(values: &Values) -> Option<&[Self]>;
-}
-
-macro_rules! element {
-    ($t:ty, $variant:ident) => {
-        impl Element for $t {
-            fn slice(values: &Values) -> Option<&[Self]> {
-                match values {
-                    Values::$variant(v) => Some(v),
-                    _ => None,
-                }
-            }
-        }
-    };
-}
-element!(bool, Bool);
-element!(i32, Int32);
-element!(i64, Int64);
-element!(f32, Float32);
-element!(f64, Float64);
+use crate::{DenseTensor, DenseView, Element};
 
 impl DenseTensor {
     /// Copies the tensor into an `ndarray` array of element type `T`, or
@@ -39,14 +15,37 @@ impl DenseTensor {
     /// assert_eq!(a[[1, 0]], 3);
     /// ```
     pub fn to_ndarray<T: Element>(&self) -> Option<ArrayD<T>> {
-        let values = T::slice(&self.values)?;
-        ArrayD::from_shape_vec(IxDyn(&self.shape), values.to_vec()).ok()
+        Some(self.view::<T>()?.to_owned())
+    }
+
+    /// The tensor as an `ndarray` view of element type `T`, without
+    /// copying, or `None` when the dtype is not `T` (or the shape does not
+    /// match the values).
+    ///
+    /// ```
+    /// use grist_tensor::{DenseTensor, Values};
+    /// let t = DenseTensor { shape: vec![2, 2], values: Values::Float32(vec![1.0, 2.0, 3.0, 4.0]) };
+    /// let a = t.view::<f32>().unwrap();
+    /// assert_eq!(a[[1, 1]], 4.0);
+    /// assert_eq!(a.as_ptr(), t.values.as_f32().unwrap().as_ptr());
+    /// ```
+    pub fn view<T: Element>(&self) -> Option<ArrayViewD<'_, T>> {
+        ArrayViewD::from_shape(IxDyn(&self.shape), self.values.as_slice::<T>()?).ok()
+    }
+}
+
+impl<'a, T: Element> DenseView<'a, T> {
+    /// The column as an `ndarray` view, without copying (`None` when the
+    /// shape does not match the values).
+    pub fn to_ndarray(&self) -> Option<ArrayViewD<'a, T>> {
+        ArrayViewD::from_shape(IxDyn(self.shape), self.values).ok()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Values;
 
     #[test]
     fn wrong_dtype_is_none() {
