@@ -251,23 +251,41 @@ impl AvroDecoder {
                 plan
             }
         };
-        // Every record takes at least one byte as far as counts go: a block
-        // of records that take none (empty records) cannot claim more
-        // records than it has bytes, so no count makes decoding endless.
-        let min = plan.schema.min_size[plan.schema.root].max(1);
-        if record_count > data.len() / min {
-            return Err(Error::BadBlock {
-                at: at().into(),
-                reason: format!(
-                    "the block claims {record_count} records in {} bytes \
-                     (records of this schema take at least {min})",
-                    data.len()
-                ),
-            });
-        }
+        let min = plan.schema.min_size[plan.schema.root];
+        // Records of a schema that takes no bytes (an empty record, a
+        // record of nulls) are valid, and a block may claim any number of
+        // them (Java writes a whole file of them as one block): nothing is
+        // allocated by the count, rows before `rows.start` are stepped over
+        // at once, and only the rows asked for are built. Otherwise every
+        // record takes at least `min` bytes, which bounds the count.
+        let first = if min == 0 {
+            if !data.is_empty() {
+                return Err(Error::Datum {
+                    at: at().into(),
+                    reason: format!(
+                        "{} bytes left after the block's {record_count} records, \
+                         which take no bytes",
+                        data.len()
+                    ),
+                });
+            }
+            rows.start
+        } else {
+            if record_count > data.len() / min {
+                return Err(Error::BadBlock {
+                    at: at().into(),
+                    reason: format!(
+                        "the block claims {record_count} records in {} bytes \
+                         (records of this schema take at least {min})",
+                        data.len()
+                    ),
+                });
+            }
+            0
+        };
         let mut r = Reader::new(data);
         let end = rows.end.min(record_count);
-        for i in 0..end {
+        for i in first.min(end)..end {
             let record = first_record.saturating_add(i as u64);
             let res = if i < rows.start {
                 plan.steps.iter().try_for_each(|s| {

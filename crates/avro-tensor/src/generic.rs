@@ -15,10 +15,17 @@
 //! them may claim up to 2^32 items without a byte each. Finding datum
 //! boundaries steps over such a block at once; [`DatumSchema::decode`]
 //! builds a value per item and so takes at most 1,024 of them in one
-//! datum, plus one per byte of the datum (a limit of this module). Records
-//! are counted the same way: a block may claim at most one per byte, so a
-//! block of datums that take no bytes (a schema of `null` or of an empty
-//! record) holding any record is refused (a limit too).
+//! datum, plus one per byte of the datum (a limit of this module).
+//!
+//! Whole datums that take no bytes (a schema of `null`, of an empty
+//! record, of a record of `null` fields: Java and Spark write them) are
+//! valid too, and a block may claim any number of them in no bytes (a
+//! Java writer flushes a block by its size, so a file of them is one
+//! block). Such a block is checked in constant time (its data must be
+//! empty), its [`DatumRanges`] are a count, not a list, and
+//! [`DatumReader`] hands its datums out one by one without storing them:
+//! counting and checking cost nothing per record, and reading costs what
+//! the records handed out cost.
 
 use std::fmt;
 use std::io::Read;
@@ -171,15 +178,33 @@ impl DatumSchema {
     /// The byte range of each datum of `block` (of file `file`) within
     /// `block.data`, in order, once every datum has been walked: the
     /// block must hold exactly `block.record_count` datums and nothing
-    /// after them.
+    /// after them. For a schema whose datums take no bytes, the data must
+    /// be empty and the ranges are `block.record_count` times `0..0`,
+    /// however many that is (checked at once, nothing stored per datum).
     ///
     /// Errors: [`Error::BadBlock`] when the block claims more records than
     /// its bytes can hold (before anything is allocated),
     /// [`Error::Datum`] naming the record for a datum that does not follow
     /// the schema, or naming the block for bytes left over.
-    pub fn datum_ranges(&self, file: &Arc<str>, block: &Block) -> Result<Vec<Range<usize>>> {
+    pub fn datum_ranges(&self, file: &Arc<str>, block: &Block) -> Result<DatumRanges> {
         let data = &block.data[..];
-        let min = self.min_datum_size().max(1) as u64;
+        let left_over = |left: usize| Error::Datum {
+            at: Location::block(file.clone(), block.index).into(),
+            reason: format!(
+                "{left} bytes left after the block's {} records",
+                block.record_count
+            ),
+        };
+        let min = self.min_datum_size() as u64;
+        if min == 0 {
+            if !data.is_empty() {
+                return Err(left_over(data.len()));
+            }
+            return Ok(DatumRanges {
+                ranges: Vec::new(),
+                count: block.record_count,
+            });
+        }
         if block.record_count > data.len() as u64 / min {
             return Err(Error::BadBlock {
                 at: Location::block(file.clone(), block.index).into(),
@@ -205,16 +230,12 @@ impl DatumSchema {
             ranges.push(start..walk.r.pos);
         }
         if !walk.r.at_end() {
-            return Err(Error::Datum {
-                at: Location::block(file.clone(), block.index).into(),
-                reason: format!(
-                    "{} bytes left after the block's {} records",
-                    walk.r.remaining(),
-                    block.record_count
-                ),
-            });
+            return Err(left_over(walk.r.remaining()));
         }
-        Ok(ranges)
+        Ok(DatumRanges {
+            count: block.record_count,
+            ranges,
+        })
     }
 
     /// Decodes one whole datum (nothing may follow it). `at` names the
@@ -233,6 +254,47 @@ impl DatumSchema {
             });
         }
         Ok(value)
+    }
+}
+
+/// Where the datums of one block are ([`DatumSchema::datum_ranges`]):
+/// byte ranges within the block's data, in order.
+///
+/// Datums that take no bytes are not stored one by one (a block may
+/// claim any number of them): their ranges are all `0..0`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DatumRanges {
+    /// One range per datum, or none when the datums take no bytes.
+    ranges: Vec<Range<usize>>,
+    count: u64,
+}
+
+impl DatumRanges {
+    /// How many datums the block holds.
+    pub fn len(&self) -> u64 {
+        self.count
+    }
+
+    /// Whether the block holds no datum.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The byte range of datum `i` (0-based within the block), or `None`
+    /// past the last one.
+    pub fn get(&self, i: u64) -> Option<Range<usize>> {
+        if i >= self.count {
+            return None;
+        }
+        Some(match self.ranges.get(i as usize) {
+            Some(r) => r.clone(),
+            None => 0..0,
+        })
+    }
+
+    /// The ranges in order.
+    pub fn iter(&self) -> impl Iterator<Item = Range<usize>> + '_ {
+        (0..self.count).filter_map(|i| self.get(i))
     }
 }
 
@@ -477,8 +539,8 @@ pub struct DatumReader<R: Read = Box<dyn Read + Send>> {
     /// The block whose datums are being handed out, their ranges, and how
     /// many were handed out.
     block: Option<Block>,
-    ranges: Vec<Range<usize>>,
-    given: usize,
+    ranges: DatumRanges,
+    given: u64,
     /// The number and file offset of the block being read (or failing).
     index: u64,
     offset: u64,
@@ -520,7 +582,7 @@ impl<R: Read> DatumReader<R> {
             blocks,
             schema,
             block: None,
-            ranges: Vec::new(),
+            ranges: DatumRanges::default(),
             given: 0,
             index: 0,
             offset,
@@ -574,8 +636,8 @@ impl<R: Read> DatumReader<R> {
         let Some(block) = &self.block else {
             return Ok(None);
         };
-        let range = self.ranges[self.given].clone();
-        let record = block.first_record + self.given as u64;
+        let range = self.ranges.get(self.given).unwrap_or_default();
+        let record = block.first_record + self.given;
         self.given += 1;
         Ok(Some(Datum {
             data: &block.data[range],
@@ -585,6 +647,25 @@ impl<R: Read> DatumReader<R> {
         }))
     }
 
+    /// Counts the datums not handed out yet, reading and checking every
+    /// block left as [`next_datum`](Self::next_datum) would (the reader is
+    /// then at the end, or finished after an error). A block of datums
+    /// that take no bytes counts in constant time, whatever it claims.
+    pub fn count_rest(&mut self) -> Result<u64> {
+        let mut n = 0u64;
+        loop {
+            n = n.saturating_add(self.ranges.len().saturating_sub(self.given));
+            self.given = self.ranges.len();
+            if self.done {
+                return Ok(n);
+            }
+            if let Err(e) = self.next_block() {
+                self.done = true;
+                return Err(e);
+            }
+        }
+    }
+
     /// Reads and checks the next block (at the end of the file, marks the
     /// reader done).
     fn next_block(&mut self) -> Result<()> {
@@ -592,7 +673,7 @@ impl<R: Read> DatumReader<R> {
             self.offset = b.offset + b.stored_bytes;
         }
         self.index = self.blocks.blocks_read();
-        self.ranges.clear();
+        self.ranges = DatumRanges::default();
         self.given = 0;
         let Some(block) = self.blocks.next_block()? else {
             self.done = true;

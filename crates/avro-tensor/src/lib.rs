@@ -95,7 +95,7 @@ pub use decoder::AvroDecoder;
 pub use encode::{encode_batch, schema_for_specs};
 pub use error::{Error, Result};
 pub use format::AvroFormat;
-pub use generic::{AvroValue, Datum, DatumReader, DatumSchema, datum_to_json};
+pub use generic::{AvroValue, Datum, DatumRanges, DatumReader, DatumSchema, datum_to_json};
 pub use grist_tensor::{FeatureProblem, FormatError, Location};
 pub use sink::{DatumEncoder, RECORD_NAME};
 pub use source::{AvroSource, AvroStream};
