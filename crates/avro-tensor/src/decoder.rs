@@ -258,8 +258,8 @@ impl AvroDecoder {
         // allocated by the count, rows before `rows.start` are stepped over
         // at once, and only the rows asked for are built. Otherwise every
         // record takes at least `min` bytes, which bounds the count.
-        let first = if min == 0 {
-            if !data.is_empty() {
+        let first = match data.len().checked_div(min) {
+            None if !data.is_empty() => {
                 return Err(Error::Datum {
                     at: at().into(),
                     reason: format!(
@@ -269,9 +269,8 @@ impl AvroDecoder {
                     ),
                 });
             }
-            rows.start
-        } else {
-            if record_count > data.len() / min {
+            None => rows.start,
+            Some(most) if record_count > most => {
                 return Err(Error::BadBlock {
                     at: at().into(),
                     reason: format!(
@@ -281,7 +280,7 @@ impl AvroDecoder {
                     ),
                 });
             }
-            0
+            Some(_) => 0,
         };
         let mut r = Reader::new(data);
         let end = rows.end.min(record_count);

@@ -4,8 +4,22 @@
 //! (the corpus manifests' `avro.records`). The tensor decoder does not go
 //! through here; tools that show, count or check records do.
 //!
-//! Logical types are read as the types underneath, as they are on the
-//! wire (a `timestamp-millis` is its `long`, a `decimal` its bytes).
+//! [`AvroValue`] holds logical types as the types underneath, as they are
+//! on the wire (a `timestamp-millis` is its `long`, a `decimal` its
+//! bytes). The JSON forms ([`datum_to_json`], [`DatumJson`]) convert them
+//! as fastavro does, and print fastavro's value as Python prints it:
+//! `date`, `time-millis`/`-micros`, `timestamp-millis`/`-micros` (UTC,
+//! `+00:00`) and `local-timestamp-millis`/`-micros` as `isoformat()`
+//! strings (`"2020-09-13T12:26:40.123000+00:00"`), `decimal` on `bytes` or
+//! `fixed` as `str(Decimal)` (rounded to its precision as fastavro's
+//! decimal context does: `"-1234.567"`, `"1E-7"`, `"8.4E+6"`), `uuid` on
+//! `string` as `str(UUID)`. What fastavro 1.13 leaves alone stays as it
+//! is: `timestamp-nanos`, `local-timestamp-nanos`, `uuid` on `fixed`,
+//! logical types on other underlying types, unknown ones. A value fastavro
+//! fails to convert (a date after 9999-12-31, a time past 23:59, a
+//! malformed uuid) is an error naming the record, as in fastavro; a
+//! `decimal` without a precision, or with a scale above it, which fastavro
+//! refuses in the schema, stays its bytes.
 //!
 //! Every length and count is checked against the bytes left before it is
 //! used (so nothing is allocated or looped over beyond what the bytes
@@ -299,10 +313,115 @@ impl DatumRanges {
 }
 
 /// Decodes one whole datum of `schema` into the JSON form of fastavro's
-/// decoded records ([`AvroValue::to_json`]); `at` names the record in
-/// errors. The same as `schema.decode(datum, at)?.to_json()`.
+/// decoded records: [`AvroValue::to_json`], with logical types converted
+/// ([`DatumJson`]); `at` names the record in errors.
 pub fn datum_to_json(schema: &DatumSchema, datum: &[u8], at: &Location) -> Result<Value> {
-    Ok(schema.decode(datum, at)?.to_json())
+    let value = schema.decode(datum, at)?;
+    serde_json::to_value(schema.json(&value)).map_err(|e| Error::Datum {
+        at: at.clone().into(),
+        reason: e.to_string(),
+    })
+}
+
+/// A decoded datum serialized (with serde) as fastavro's decoded record
+/// dumped as JSON: the form of [`AvroValue::to_json`], but record fields
+/// in schema order (as fastavro's dicts keep them; a `serde_json::Value`
+/// sorts its keys), map entries in the order written (a key written
+/// twice at its first place, with its last value, as a Python dict keeps
+/// it), and logical types converted (see the module documentation). A
+/// value fastavro cannot convert fails the serialization.
+///
+/// ```
+/// use grist_avro_tensor::{DatumSchema, Location};
+///
+/// let schema = DatumSchema::parse("mem", r#"{"type": "record", "name": "R", "fields": [
+///     {"name": "z", "type": {"type": "int", "logicalType": "date"}},
+///     {"name": "a", "type": "long"}]}"#)?;
+/// let at = Location::block("mem", 0).with_record(0);
+/// let value = schema.decode(&[0x02, 0x06], &at)?;
+/// let text = serde_json::to_string(&schema.json(&value)).unwrap();
+/// assert_eq!(text, r#"{"z":"1970-01-02","a":3}"#);
+/// # Ok::<(), grist_avro_tensor::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct DatumJson<'s, 'v> {
+    schema: &'s Schema,
+    node: usize,
+    value: &'v AvroValue<'v>,
+}
+
+impl DatumSchema {
+    /// `value` (a datum of this schema, from [`decode`](Self::decode)) in
+    /// its serializable JSON form.
+    pub fn json<'s, 'v>(&'s self, value: &'v AvroValue<'v>) -> DatumJson<'s, 'v> {
+        DatumJson {
+            schema: &self.schema,
+            node: self.schema.root,
+            value,
+        }
+    }
+}
+
+impl serde::Serialize for DatumJson<'_, '_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::{Error as _, SerializeMap, SerializeSeq};
+        let at = |node: usize, value| DatumJson {
+            schema: self.schema,
+            node,
+            value,
+        };
+        if let Some(logical) = self.schema.logical(self.node) {
+            if let Some(text) =
+                crate::logical::to_text(logical, self.value).map_err(S::Error::custom)?
+            {
+                return s.serialize_str(&text);
+            }
+        }
+        match (self.schema.node(self.node), self.value) {
+            (Node::Array(items), AvroValue::Array(values)) => {
+                let mut seq = s.serialize_seq(Some(values.len()))?;
+                for v in values {
+                    seq.serialize_element(&at(*items, v))?;
+                }
+                seq.end()
+            }
+            (Node::Map(node), AvroValue::Map(entries)) => {
+                // A key written twice: its first place, its last value.
+                let mut order: Vec<(String, &AvroValue<'_>)> = Vec::new();
+                let mut seen = std::collections::HashMap::new();
+                for (k, v) in entries {
+                    let key = String::from_utf8_lossy(k).into_owned();
+                    match seen.get(&key) {
+                        Some(&i) => order[i] = (key, v),
+                        None => {
+                            seen.insert(key.clone(), order.len());
+                            order.push((key, v));
+                        }
+                    }
+                }
+                let mut map = s.serialize_map(Some(order.len()))?;
+                for (k, v) in order {
+                    map.serialize_entry(&k, &at(*node, v))?;
+                }
+                map.end()
+            }
+            (Node::Record { fields, .. }, AvroValue::Record(values)) => {
+                let mut map = s.serialize_map(Some(values.len()))?;
+                for ((name, node), (_, v)) in fields.iter().zip(values) {
+                    map.serialize_entry(name, &at(*node, v))?;
+                }
+                map.end()
+            }
+            (Node::Union(branches), AvroValue::Union { branch, value }) => {
+                at(branches[*branch], value).serialize(s)
+            }
+            (_, AvroValue::Array(_) | AvroValue::Map(_) | AvroValue::Record(_))
+            | (_, AvroValue::Union { .. }) => {
+                Err(S::Error::custom("a value that does not follow its schema"))
+            }
+            (_, other) => other.to_json().serialize(s),
+        }
+    }
 }
 
 /// How many items that take no bytes a datum may hold beyond one per byte

@@ -123,7 +123,7 @@ fn datum_ranges_tile_each_block_of_every_good_file() {
             let name = blocks.name().clone();
             while let Some(block) = blocks.next_block().unwrap() {
                 let ranges = schema.datum_ranges(&name, &block).unwrap();
-                assert_eq!(ranges.len() as u64, block.record_count, "{}", case.name);
+                assert_eq!(ranges.len(), block.record_count, "{}", case.name);
                 let mut at = 0;
                 for r in ranges.iter() {
                     assert_eq!(r.start, at, "{}: ranges are contiguous", case.name);
