@@ -249,10 +249,87 @@ def gen_avro(out):
                 f.write(json.dumps(r, separators=(",", ":"), ensure_ascii=False) + "\n")
 
 
+def gen_atds(out):
+    import fastavro
+    import tensorflow as tf
+    from tensorflow_io.python.experimental.atds import features as atds_features
+    from tensorflow_io.python.experimental.atds.dataset import ATDSDataset
+
+    def arr(t):
+        return {"type": "array", "items": t}
+
+    schema = {
+        "type": "record",
+        "name": "V",
+        "fields": [
+            {"name": "v1", "type": arr("long")},
+            {"name": "v2", "type": arr(arr("long"))},
+            {"name": "v3", "type": arr(arr(arr("float")))},
+            {"name": "s2", "type": arr(arr("string"))},
+        ],
+    }
+    # Inner lists empty at the end of rows, rows with no leaf at all, and
+    # a batch (the last) with no value.
+    records = [
+        {"v1": [1, 2], "v2": [[1, 2], [3], []], "v3": [[[1.0], []], []], "s2": [["a"], [], []]},
+        {"v1": [], "v2": [[4], [], [], []], "v3": [[[], [2.0, 3.0], []]], "s2": [[], ["b", "c"]]},
+        {"v1": [3], "v2": [], "v3": [], "s2": []},
+        {"v1": [], "v2": [[], []], "v3": [[[]], [[], []]], "s2": [[]]},
+        {"v1": [4, 5, 6], "v2": [[], [5, 6, 7], [], [8], []], "v3": [[], [[4.0], [], [5.0]]], "s2": [["d", "e"]]},
+        {"v1": [], "v2": [[]], "v3": [[]], "s2": []},
+        {"v1": [], "v2": [], "v3": [[[]]], "s2": [[], []]},
+    ]
+    path = os.path.join(out, "atds_varlen.avro")
+    with open(path, "wb") as f:
+        fastavro.writer(f, fastavro.parse_schema(schema), records, codec="null")
+    spec = [
+        {"name": "v1", "kind": "varlen", "dtype": "int64", "shape": [-1]},
+        {"name": "v2", "kind": "varlen", "dtype": "int64", "shape": [-1, -1]},
+        {"name": "v3", "kind": "varlen", "dtype": "float32", "shape": [-1, -1, -1]},
+        {"name": "s2", "kind": "varlen", "dtype": "string", "shape": [-1, -1]},
+    ]
+    features = {
+        f["name"]: atds_features.VarlenFeature(f["shape"], tf.as_dtype(f["dtype"])) for f in spec
+    }
+    parses = []
+    for batch_size in (2, 3):
+        ds = ATDSDataset(
+            filenames=[path], batch_size=batch_size, features=features, drop_remainder=False
+        )
+        batches = []
+        for b in ds:
+            outputs = {}
+            rows = None
+            for f in spec:
+                t = b[f["name"]]
+                values = t.values.numpy().tolist()
+                if f["dtype"] == "string":
+                    values = [bytes_json(v) for v in values]
+                dense_shape = t.dense_shape.numpy().tolist()
+                rows = dense_shape[0]
+                outputs[f["name"]] = {
+                    "kind": "sparse",
+                    "dtype": f["dtype"],
+                    "indices": t.indices.numpy().tolist(),
+                    "values": values,
+                    "dense_shape": dense_shape,
+                }
+            batches.append({"records": rows, "outputs": outputs})
+        parses.append({"batch_size": batch_size, "batches": batches})
+    doc = {
+        "reference": "tensorflow-io %s ATDSDataset" % __import__("tensorflow_io").__version__,
+        "features": spec,
+        "parses": parses,
+    }
+    with open(os.path.join(out, "atds_varlen.atds.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+
+
 def main():
     what, out = sys.argv[1], sys.argv[2]
     os.makedirs(out, exist_ok=True)
-    {"avro": gen_avro}[what](out)
+    {"avro": gen_avro, "atds": gen_atds}[what](out)
 
 
 if __name__ == "__main__":

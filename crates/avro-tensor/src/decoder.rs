@@ -602,7 +602,12 @@ fn dense(
 }
 
 /// Reads nested arrays into a varlen (sparse) column: each leaf's index
-/// tuple is the batch row and its position at every level.
+/// tuple is the batch row and its position at every level. Returns
+/// whether the list held any leaf.
+///
+/// An unknown size of the batch's `dense_shape` is, as ATDS makes it,
+/// 1 + the largest index present at that level: lists at the end of a
+/// list that hold no leaf (`[[1], [], []]`) do not count.
 #[allow(clippy::too_many_arguments)]
 fn varlen(
     r: &mut Reader<'_>,
@@ -613,10 +618,12 @@ fn varlen(
     row: i64,
     index: &mut [i64],
     b: &mut SparseBuilder,
-) -> Hot<()> {
+) -> Hot<bool> {
     let last = level + 1 == dims.len();
     let min = if last { leaf_size(leaf) } else { 1 };
     let mut n = 0usize;
+    // 1 + the position of the last item holding a leaf.
+    let mut top = 0usize;
     loop {
         let count = r.block_count(min)?;
         if count == 0 {
@@ -628,8 +635,9 @@ fn varlen(
                 read_leaf(r, schema, leaf, &mut b.values)?;
                 b.indices.push(row);
                 b.indices.extend_from_slice(index);
-            } else {
-                varlen(r, schema, leaf, dims, level + 1, row, index, b)?;
+                top = n + 1;
+            } else if varlen(r, schema, leaf, dims, level + 1, row, index, b)? {
+                top = n + 1;
             }
             n += 1;
         }
@@ -646,9 +654,9 @@ fn varlen(
             ));
         }
         Some(_) => {}
-        None => b.shape[level] = b.shape[level].max(n as i64),
+        None => b.shape[level] = b.shape[level].max(top as i64),
     }
-    Ok(())
+    Ok(top > 0)
 }
 
 /// Reads an ATDS sparse record: index arrays and values, in stored order.

@@ -1113,7 +1113,9 @@ fn expect_dense(
 }
 
 /// Varlen: one COO entry per leaf, `[row, i0, i1, ...]`; unknown
-/// dimensions grow to the batch maximum, known ones are checked.
+/// dimensions grow to 1 + the largest index of a leaf (ATDS's
+/// `dense_shape`: lists holding no leaf do not count), known ones are
+/// checked.
 fn expect_varlen(
     v: &AV,
     dims: &[Option<usize>],
@@ -1133,20 +1135,23 @@ fn expect_varlen(
             };
             leaf_into(item, values);
             indices.extend_from_slice(at);
+            let Col::Sparse { shape, .. } = col else {
+                unreachable!()
+            };
+            for (l, d) in dims.iter().enumerate() {
+                if d.is_none() {
+                    shape[l + 1] = shape[l + 1].max(at[l + 1] + 1);
+                }
+            }
         } else {
             expect_varlen(item, dims, level + 1, at, col)?;
         }
         at.pop();
     }
-    let Col::Sparse { shape, .. } = col else {
-        unreachable!()
-    };
     match dims[level] {
-        Some(d) if d != items.len() => return Err(wrong_length(level, d, items.len())),
-        Some(_) => {}
-        None => shape[level + 1] = shape[level + 1].max(items.len() as i64),
+        Some(d) if d != items.len() => Err(wrong_length(level, d, items.len())),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// Sparse: the record's `indicesK` and `values` arrays, entries in stored
