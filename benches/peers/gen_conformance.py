@@ -326,10 +326,242 @@ def gen_atds(out):
         f.write("\n")
 
 
+def varint(n):
+    out = b""
+    while True:
+        x = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([x | 0x80])
+        else:
+            return out + bytes([x])
+
+
+def ld(field, b):
+    """A length-delimited protobuf field."""
+    return varint(field << 3 | 2) + varint(len(b)) + b
+
+
+def tensor_json(t, dtype):
+    """A TensorFlow output in the corpus manifests' tensor form."""
+    import tensorflow as tf
+
+    def vals(a):
+        out = a.numpy().reshape(-1).tolist()
+        return [bytes_json(v) for v in out] if dtype == "string" else out
+
+    if isinstance(t, tf.SparseTensor):
+        return {
+            "kind": "sparse",
+            "dtype": dtype,
+            "indices": t.indices.numpy().tolist(),
+            "values": vals(t.values),
+            "dense_shape": t.dense_shape.numpy().tolist(),
+        }
+    return {"kind": "dense", "dtype": dtype, "shape": list(t.shape), "values": vals(t)}
+
+
+def tf_outcome(run, dtypes):
+    """What a parse returned, or the class and first line of its error."""
+    try:
+        out = run()
+    except Exception as e:  # noqa: BLE001 - the reference's errors are the data
+        msg = str(e).split("}}")[-1].strip().splitlines()[0]
+        return {"outcome": "error", "error_class": type(e).__name__, "message": msg}
+    if isinstance(out, tuple):
+        sections = {}
+        for key, part in zip(("context", "feature_lists", "feature_list_lengths"), out):
+            sections[key] = {k: tensor_json(v, dtypes[k]) for k, v in part.items()}
+        return {"outcome": "ok", **sections}
+    return {"outcome": "ok", "outputs": {k: tensor_json(v, dtypes[k]) for k, v in out.items()}}
+
+
+def gen_tfrecord(out):
+    import tensorflow as tf
+
+    F = tf.train.Feature
+    i64 = lambda v: F(int64_list=tf.train.Int64List(value=v))  # noqa: E731
+    fl = lambda v: F(float_list=tf.train.FloatList(value=v))  # noqa: E731
+
+    def write(name, records):
+        path = os.path.join(out, name + ".tfrecord")
+        with tf.io.TFRecordWriter(path) as w:
+            for r in records:
+                w.write(r)
+        return path
+
+    def dump(name, doc):
+        doc["reference"] = "tensorflow %s" % tf.__version__
+        with open(os.path.join(out, name + ".tf.json"), "w") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
+
+    # 1. A default_value on a FixedLenSequenceFeature: padding in
+    # parse_example, refused by the sequence parses before reading.
+    ex = [
+        tf.train.Example(features=tf.train.Features(feature={"a": i64([1, 2, 3, 4])})),
+        tf.train.Example(features=tf.train.Features(feature={"a": i64([5, 6])})),
+        tf.train.Example(),
+    ]
+    ex = [e.SerializeToString() for e in ex]
+    write("fls_default_example", ex)
+    seq = tf.train.SequenceExample(
+        context=tf.train.Features(feature={"c": i64([9])}),
+        feature_lists=tf.train.FeatureLists(
+            feature_list={"s": tf.train.FeatureList(feature=[i64([1, 2]), i64([3, 4])])}
+        ),
+    ).SerializeToString()
+    write("fls_default_sequence", [seq])
+    fls = tf.io.FixedLenSequenceFeature
+    spec = lambda d: {  # noqa: E731
+        "name": "a",
+        "kind": "fixed_len_sequence",
+        "dtype": "int64",
+        "shape": [2],
+        "allow_missing": True,
+        "default": d,
+    }
+    parses = []
+    for default in (-1, 0, None):
+        tf_spec = {"a": fls([2], tf.int64, allow_missing=True, default_value=default)}
+        parses.append(
+            {
+                "api": "parse_example",
+                "spec": {"features": [spec(default)]},
+                **tf_outcome(lambda: tf.io.parse_example(ex, tf_spec), {"a": "int64"}),
+            }
+        )
+    for default in (-1, 0, None):
+        for allow in (True, False):
+            seq_spec = dict(spec(default), name="s", allow_missing=allow)
+            tf_spec = {"s": fls([2], tf.int64, allow_missing=allow, default_value=default)}
+            ctx = {"c": tf.io.FixedLenFeature([1], tf.int64)}
+            grist = {
+                "context_features": [{"name": "c", "kind": "dense", "dtype": "int64", "shape": [1]}],
+                "sequence_features": [seq_spec],
+            }
+            dtypes = {"c": "int64", "s": "int64"}
+            parses.append(
+                {
+                    "api": "parse_sequence_example",
+                    "spec": grist,
+                    **tf_outcome(
+                        lambda: tf.io.parse_sequence_example(
+                            [seq], context_features=ctx, sequence_features=tf_spec
+                        ),
+                        dtypes,
+                    ),
+                }
+            )
+            single = tf_outcome(
+                lambda: tf.io.parse_single_sequence_example(
+                    seq, context_features=ctx, sequence_features=tf_spec
+                ),
+                dtypes,
+            )
+            parses.append(
+                {
+                    "api": "parse_single_sequence_example",
+                    "spec": grist,
+                    "outcome": single["outcome"],
+                    **({k: single[k] for k in ("error_class", "message")} if single["outcome"] == "error" else {}),
+                }
+            )
+    dump("fls_default", {"example_file": "fls_default_example.tfrecord",
+                         "sequence_file": "fls_default_sequence.tfrecord", "parses": parses})
+
+    # 2. A field other than the feature map inside Features (and, for
+    # SequenceExample, inside the context Features or the FeatureLists).
+    feat = i64([1, 2]).SerializeToString()
+    entry = ld(1, ld(1, b"a") + ld(2, feat))
+    unknowns = {
+        "varint_2": varint(2 << 3) + b"\x05",
+        "bytes_3": ld(3, b"xyz"),
+        "fixed64_4": varint(4 << 3 | 1) + bytes(8),
+        "fixed32_15": varint(15 << 3 | 5) + bytes(4),
+        "varint_1": varint(1 << 3) + b"\x01",
+    }
+    # Each record: where its unknown field is, and the field's number.
+    field = lambda k: int(k.rsplit("_", 1)[1])  # noqa: E731
+    records, what = [], []
+    records.append(ld(1, entry))
+    what.append({"where": "nowhere"})
+    for k, u in unknowns.items():
+        records.append(ld(1, entry + u))
+        what.append({"where": "Features", "field": field(k), "after": True})
+        records.append(ld(1, u + entry))
+        what.append({"where": "Features", "field": field(k), "after": False})
+        records.append(ld(1, entry) + u)
+        what.append({"where": "Example", "field": field(k)})
+    write("features_unknown_field", records)
+    specs = [
+        {"features": [{"name": "a", "kind": "varlen", "dtype": "int64", "shape": [-1]}]},
+        {"features": [{"name": "zz", "kind": "varlen", "dtype": "int64", "shape": [-1]}]},
+    ]
+    parses = []
+    for sp in specs:
+        name = sp["features"][0]["name"]
+        tf_spec = {name: tf.io.VarLenFeature(tf.int64)}
+        per_record = []
+        for r in records:
+            single = tf_outcome(lambda: tf.io.parse_example([r], tf_spec), {name: "int64"})
+            # parse_single_example reads the same way (checked, not stored).
+            again = tf_outcome(lambda: tf.io.parse_single_example(r, tf_spec), {name: "int64"})
+            assert again["outcome"] == single["outcome"], (again, single)
+            per_record.append(single)
+        parses.append({"api": "parse_example", "spec": sp, "per_record": per_record})
+    dump("features_unknown_field", {"file": "features_unknown_field.tfrecord", "records": what, "parses": parses})
+
+    fls_msg = ld(1, ld(1, b"s") + ld(2, ld(1, feat)))
+    ctx_msg = entry
+    seqs, what = [], []
+
+    def seq_record(ctx, lists, tail=b""):
+        return ld(1, ctx) + ld(2, lists) + tail
+
+    seqs.append(seq_record(ctx_msg, fls_msg))
+    what.append({"where": "nowhere"})
+    for k in ("varint_2", "bytes_3"):
+        u = unknowns[k]
+        seqs.append(seq_record(ctx_msg + u, fls_msg))
+        what.append({"where": "Features", "field": field(k)})
+        seqs.append(seq_record(ctx_msg, fls_msg + u))
+        what.append({"where": "FeatureLists", "field": field(k)})
+        seqs.append(seq_record(ctx_msg, fls_msg, u))
+        what.append({"where": "SequenceExample", "field": field(k)})
+    write("feature_lists_unknown_field", seqs)
+    vl = lambda n: {"name": n, "kind": "varlen", "dtype": "int64", "shape": [-1]}  # noqa: E731
+    parses = []
+    for ctx_names, seq_names in ((["a"], ["s"]), ([], ["s"]), (["a"], [])):
+        per_record = []
+        for r in seqs:
+            per_record.append(
+                tf_outcome(
+                    lambda: tf.io.parse_sequence_example(
+                        [r],
+                        context_features={n: tf.io.VarLenFeature(tf.int64) for n in ctx_names},
+                        sequence_features={n: tf.io.VarLenFeature(tf.int64) for n in seq_names},
+                    ),
+                    {"a": "int64", "s": "int64"},
+                )
+            )
+        parses.append(
+            {
+                "api": "parse_sequence_example",
+                "spec": {
+                    "context_features": [vl(n) for n in ctx_names],
+                    "sequence_features": [vl(n) for n in seq_names],
+                },
+                "per_record": per_record,
+            }
+        )
+    dump("feature_lists_unknown_field", {"file": "feature_lists_unknown_field.tfrecord", "records": what, "parses": parses})
+
+
 def main():
     what, out = sys.argv[1], sys.argv[2]
     os.makedirs(out, exist_ok=True)
-    {"avro": gen_avro, "atds": gen_atds}[what](out)
+    {"avro": gen_avro, "atds": gen_atds, "tfrecord": gen_tfrecord}[what](out)
 
 
 if __name__ == "__main__":
