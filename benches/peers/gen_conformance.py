@@ -282,6 +282,9 @@ def gen_atds(out):
     path = os.path.join(out, "atds_varlen.avro")
     with open(path, "wb") as f:
         fastavro.writer(f, fastavro.parse_schema(schema), records, codec="null")
+    with open(path, "rb") as f, open(os.path.join(out, "atds_varlen.records.jsonl"), "w") as o:
+        for r in fastavro.reader(f):
+            o.write(json.dumps(plain(r), separators=(",", ":"), ensure_ascii=False) + "\n")
     spec = [
         {"name": "v1", "kind": "varlen", "dtype": "int64", "shape": [-1]},
         {"name": "v2", "kind": "varlen", "dtype": "int64", "shape": [-1, -1]},
