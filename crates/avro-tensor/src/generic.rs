@@ -348,6 +348,8 @@ pub struct DatumJson<'s, 'v> {
     schema: &'s Schema,
     node: usize,
     value: &'v AvroValue<'v>,
+    /// The innermost record field holding the value, for errors.
+    field: &'s str,
 }
 
 impl DatumSchema {
@@ -358,6 +360,7 @@ impl DatumSchema {
             schema: &self.schema,
             node: self.schema.root,
             value,
+            field: "",
         }
     }
 }
@@ -369,11 +372,15 @@ impl serde::Serialize for DatumJson<'_, '_> {
             schema: self.schema,
             node,
             value,
+            field: self.field,
         };
         if let Some(logical) = self.schema.logical(self.node) {
-            if let Some(text) =
-                crate::logical::to_text(logical, self.value).map_err(S::Error::custom)?
-            {
+            let text =
+                crate::logical::to_text(logical, self.value).map_err(|e| match self.field {
+                    "" => S::Error::custom(e),
+                    field => S::Error::custom(format!("field {field:?}: {e}")),
+                })?;
+            if let Some(text) = text {
                 return s.serialize_str(&text);
             }
         }
@@ -408,7 +415,11 @@ impl serde::Serialize for DatumJson<'_, '_> {
             (Node::Record { fields, .. }, AvroValue::Record(values)) => {
                 let mut map = s.serialize_map(Some(values.len()))?;
                 for ((name, node), (_, v)) in fields.iter().zip(values) {
-                    map.serialize_entry(name, &at(*node, v))?;
+                    let field = DatumJson {
+                        field: name,
+                        ..at(*node, v)
+                    };
+                    map.serialize_entry(name, &field)?;
                 }
                 map.end()
             }

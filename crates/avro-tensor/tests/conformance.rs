@@ -117,3 +117,31 @@ fn varlen_batches_match_atds() {
         }
     }
 }
+
+/// A value fastavro fails to convert (a date past 9999-12-31: "year 10183
+/// is out of range") fails in grist too, naming the record and the field.
+#[test]
+fn logical_values_fastavro_refuses_are_errors() {
+    let schema = grist_avro_tensor::DatumSchema::parse(
+        "mem",
+        r#"{"type": "record", "name": "R", "fields": [
+            {"name": "d", "type": {"type": "int", "logicalType": "date"}}]}"#,
+    )
+    .unwrap();
+    let at = grist_avro_tensor::Location::block("mem", 0).with_record(1);
+    // 3,000,000 days, zig-zag varint.
+    let mut datum = Vec::new();
+    let mut n = 3_000_000u64 << 1;
+    while n >= 0x80 {
+        datum.push(n as u8 | 0x80);
+        n >>= 7;
+    }
+    datum.push(n as u8);
+    match datum_to_json(&schema, &datum, &at) {
+        Err(grist_avro_tensor::Error::Datum { at: got, reason }) => {
+            assert_eq!(*got, at);
+            assert!(reason.contains("field \"d\""), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
