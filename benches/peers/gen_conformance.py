@@ -532,6 +532,8 @@ def gen_tfrecord(out):
         what.append({"where": "FeatureLists", "field": field(k)})
         seqs.append(seq_record(ctx_msg, fls_msg, u))
         what.append({"where": "SequenceExample", "field": field(k)})
+        seqs.append(seq_record(ctx_msg, ld(1, ld(1, b"s") + ld(2, ld(1, feat) + u))))
+        what.append({"where": "FeatureList", "field": field(k)})
     write("feature_lists_unknown_field", seqs)
     vl = lambda n: {"name": n, "kind": "varlen", "dtype": "int64", "shape": [-1]}  # noqa: E731
     parses = []

@@ -1220,10 +1220,18 @@ impl<'r> Ctx<'r> {
     ) -> Hot<()> {
         let mut c = list.cursor(self.record);
         while !c.at_end() {
+            let offset = c.offset();
             let (field, wt) = c.tag().map_err(|e| self.malformed(e))?;
             if field != 1 || wt != LEN {
-                c.skip(wt).map_err(|e| self.malformed(e))?;
-                continue;
+                // TensorFlow refuses any other field in a FeatureList it
+                // parses ("Error in sequence feature").
+                return Err(Box::new(Error::UnknownField {
+                    at: self.at.clone().with_feature(name).into(),
+                    message: "FeatureList",
+                    field: u64::from(field),
+                    wire_type: wt as u8,
+                    offset,
+                }));
             }
             let step = c.message().map_err(|e| self.malformed(e))?;
             let feature = wire::feature(step).map_err(|e| self.malformed(e))?;

@@ -62,7 +62,8 @@ pub enum Error {
         offset: usize,
     },
     /// A `Features` or `FeatureLists` message holds a field other than
-    /// its map (field 1, length-delimited). Protobuf would skip it;
+    /// its map (field 1, length-delimited), or a `FeatureList` that is
+    /// parsed one other than its features. Protobuf would skip it;
     /// TensorFlow's parser refuses the record, and so does grist.
     #[error(
         "{at}: could not parse {message}: field {field} (wire type {wire_type}) \
@@ -71,7 +72,8 @@ pub enum Error {
     UnknownField {
         /// The record.
         at: Box<Location>,
-        /// The message holding it (`"Features"`, `"FeatureLists"`).
+        /// The message holding it (`"Features"`, `"FeatureLists"`,
+        /// `"FeatureList"`: then the location names the feature).
         message: &'static str,
         /// The field number.
         field: u64,
