@@ -21,8 +21,9 @@ the file, NAME.atds.json holds the spec and every batch's sparse tensor.
 tfrecord (tensorflow 2.16.2): what tf.io.parse_example,
 parse_single_example, parse_sequence_example and
 parse_single_sequence_example do with a default_value on a
-FixedLenSequenceFeature and with an unknown field inside a Features
-message; outcomes in NAME.tf.json.
+FixedLenSequenceFeature and with a field other than the map inside a
+Features or FeatureLists message (or other than the features inside a
+FeatureList); outcomes in NAME.tf.json.
 
 Run with /work/peers/venv/bin/python. The outputs are committed; the Rust
 tests compare grist with them value by value.
