@@ -471,6 +471,24 @@ def gen_tfrecord(out):
                     **({k: single[k] for k in ("error_class", "message")} if single["outcome"] == "error" else {}),
                 }
             )
+    # In the context, a FixedLenSequenceFeature is refused with or
+    # without a default.
+    for default in (-1, None):
+        tf_ctx = {"c": fls([], tf.int64, allow_missing=True, default_value=default)}
+        grist = {
+            "context_features": [dict(spec(default), name="c", shape=[])],
+            "sequence_features": [],
+        }
+        parses.append(
+            {
+                "api": "parse_sequence_example",
+                "spec": grist,
+                **tf_outcome(
+                    lambda: tf.io.parse_sequence_example([seq], context_features=tf_ctx),
+                    {"c": "int64"},
+                ),
+            }
+        )
     dump("fls_default", {"example_file": "fls_default_example.tfrecord",
                          "sequence_file": "fls_default_sequence.tfrecord", "parses": parses})
 
