@@ -251,11 +251,6 @@ def gen_avro(out):
 
 
 def gen_atds(out):
-    import fastavro
-    import tensorflow as tf
-    from tensorflow_io.python.experimental.atds import features as atds_features
-    from tensorflow_io.python.experimental.atds.dataset import ATDSDataset
-
     def arr(t):
         return {"type": "array", "items": t}
 
@@ -280,18 +275,45 @@ def gen_atds(out):
         {"v1": [], "v2": [[]], "v3": [[]], "s2": []},
         {"v1": [], "v2": [], "v3": [[[]]], "s2": [[], []]},
     ]
-    path = os.path.join(out, "atds_varlen.avro")
-    with open(path, "wb") as f:
-        fastavro.writer(f, fastavro.parse_schema(schema), records, codec="null")
-    with open(path, "rb") as f, open(os.path.join(out, "atds_varlen.records.jsonl"), "w") as o:
-        for r in fastavro.reader(f):
-            o.write(json.dumps(plain(r), separators=(",", ":"), ensure_ascii=False) + "\n")
     spec = [
         {"name": "v1", "kind": "varlen", "dtype": "int64", "shape": [-1]},
         {"name": "v2", "kind": "varlen", "dtype": "int64", "shape": [-1, -1]},
         {"name": "v3", "kind": "varlen", "dtype": "float32", "shape": [-1, -1, -1]},
         {"name": "s2", "kind": "varlen", "dtype": "string", "shape": [-1, -1]},
     ]
+    one_atds(out, "atds_varlen", schema, records, spec)
+    # Known sizes beside unknown ones: known ones stay as declared.
+    schema2 = {
+        "type": "record",
+        "name": "W",
+        "fields": [{"name": "a", "type": arr(arr("long"))}, {"name": "b", "type": arr(arr("long"))}],
+    }
+    records2 = [
+        {"a": [[1], []], "b": [[1, 2], [3, 4]]},
+        {"a": [[], []], "b": []},
+        {"a": [[], [5]], "b": [[6, 7]]},
+    ]
+    spec2 = [
+        {"name": "a", "kind": "varlen", "dtype": "int64", "shape": [2, -1]},
+        {"name": "b", "kind": "varlen", "dtype": "int64", "shape": [-1, 2]},
+    ]
+    one_atds(out, "atds_varlen_known", schema2, records2, spec2)
+
+
+def one_atds(out, name, schema, records, spec):
+    """NAME.avro from `records`, fastavro's records of it, and ATDS's
+    batches of it for `spec` in NAME.atds.json."""
+    import fastavro
+    import tensorflow as tf
+    from tensorflow_io.python.experimental.atds import features as atds_features
+    from tensorflow_io.python.experimental.atds.dataset import ATDSDataset
+
+    path = os.path.join(out, name + ".avro")
+    with open(path, "wb") as f:
+        fastavro.writer(f, fastavro.parse_schema(schema), records, codec="null")
+    with open(path, "rb") as f, open(os.path.join(out, name + ".records.jsonl"), "w") as o:
+        for r in fastavro.reader(f):
+            o.write(json.dumps(plain(r), separators=(",", ":"), ensure_ascii=False) + "\n")
     features = {
         f["name"]: atds_features.VarlenFeature(f["shape"], tf.as_dtype(f["dtype"])) for f in spec
     }
@@ -325,7 +347,7 @@ def gen_atds(out):
         "features": spec,
         "parses": parses,
     }
-    with open(os.path.join(out, "atds_varlen.atds.json"), "w") as f:
+    with open(os.path.join(out, name + ".atds.json"), "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")
 

@@ -65,13 +65,26 @@ fn records_read_as_fastavro_reads_them() {
 
 #[test]
 fn varlen_batches_match_atds() {
-    let path = dir().join("atds_varlen.avro");
-    let want: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir().join("atds_varlen.atds.json")).unwrap(),
-    )
-    .unwrap();
+    let mut files = 0;
+    for entry in std::fs::read_dir(dir()).unwrap() {
+        let path = entry.unwrap().path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if let Some(stem) = name.strip_suffix(".atds.json") {
+            check_atds(&dir().join(format!("{stem}.avro")), &path);
+            files += 1;
+        }
+    }
+    assert!(files >= 2, "{files} ATDS files");
+}
+
+/// The batches of `path` for the spec of `batches` (ATDS's output for
+/// it, at each batch size) are ATDS's, value for value.
+fn check_atds(path: &Path, batches: &Path) {
+    let want: Value = serde_json::from_str(&std::fs::read_to_string(batches).unwrap()).unwrap();
     let spec = SpecFile::from_value(&json!({"features": want["features"]})).unwrap();
-    let mut blocks = BlockReader::open(&path, ReaderOptions::default()).unwrap();
+    let mut blocks = BlockReader::open(path, ReaderOptions::default()).unwrap();
     let file: Arc<str> = blocks.name().clone();
     let schema = blocks.header().schema_json.clone();
     let mut data = Vec::new();
@@ -113,7 +126,7 @@ fn varlen_batches_match_atds() {
         }
         let got = Value::Array(got);
         if let Err(e) = compare_json(&parse["batches"], &got) {
-            panic!("batch size {size}: {e:?}\n{got}");
+            panic!("{} batch size {size}: {e:?}\n{got}", path.display());
         }
     }
 }
