@@ -11,6 +11,8 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use crate::logical::Logical;
+
 /// One schema node. Children are arena indices.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Node {
@@ -46,66 +48,6 @@ pub(crate) struct Schema {
     /// The logical types fastavro converts, by node (most nodes have
     /// none). Only the generic JSON form reads them.
     pub(crate) logical: Vec<(usize, Logical)>,
-}
-
-/// A logical type as fastavro 1.13 converts it on reading, on the
-/// underlying types it converts it on (others are read as they are).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Logical {
-    /// `date` on `int`: days since 1970-01-01.
-    Date,
-    /// `time-millis` on `int`.
-    TimeMillis,
-    /// `time-micros` on `long`.
-    TimeMicros,
-    /// `timestamp-millis` on `long` (UTC).
-    TimestampMillis,
-    /// `timestamp-micros` on `long` (UTC).
-    TimestampMicros,
-    /// `local-timestamp-millis` on `long` (no time zone).
-    LocalTimestampMillis,
-    /// `local-timestamp-micros` on `long` (no time zone).
-    LocalTimestampMicros,
-    /// `decimal` on `bytes` or `fixed`: a big-endian two's-complement
-    /// unscaled integer.
-    Decimal {
-        /// The most significant digits kept (fastavro rounds to them).
-        precision: u32,
-        /// The digits after the point.
-        scale: u32,
-    },
-    /// `uuid` on `string`.
-    Uuid,
-}
-
-impl Logical {
-    /// The logical type fastavro converts a type object `m` with
-    /// underlying node `node` to, if any. A `decimal` whose precision is
-    /// missing or whose scale exceeds its precision stays its bytes
-    /// (fastavro refuses such a schema; the specification ignores it).
-    fn of(m: &serde_json::Map<String, Value>, node: &Node) -> Option<Logical> {
-        let name = m.get("logicalType")?.as_str()?;
-        Some(match (name, node) {
-            ("date", Node::Int) => Logical::Date,
-            ("time-millis", Node::Int) => Logical::TimeMillis,
-            ("time-micros", Node::Long) => Logical::TimeMicros,
-            ("timestamp-millis", Node::Long) => Logical::TimestampMillis,
-            ("timestamp-micros", Node::Long) => Logical::TimestampMicros,
-            ("local-timestamp-millis", Node::Long) => Logical::LocalTimestampMillis,
-            ("local-timestamp-micros", Node::Long) => Logical::LocalTimestampMicros,
-            ("uuid", Node::String) => Logical::Uuid,
-            ("decimal", Node::Bytes | Node::Fixed(_)) => {
-                let int = |k: &str| m.get(k).and_then(Value::as_u64).map(u32::try_from);
-                let precision = int("precision")?.ok().filter(|&p| p > 0)?;
-                let scale = int("scale").unwrap_or(Ok(0)).ok()?;
-                if scale > precision {
-                    return None;
-                }
-                Logical::Decimal { precision, scale }
-            }
-            _ => return None,
-        })
-    }
 }
 
 impl Schema {
