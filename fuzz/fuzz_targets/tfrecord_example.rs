@@ -63,6 +63,12 @@ fn record_error(e: &Error) -> Option<String> {
             offset,
             ..
         } => Some(format!("{message}: {reason} at {offset}")),
+        Error::UnknownField {
+            message,
+            field,
+            offset,
+            ..
+        } => Some(format!("{message}: field {field} at {offset}")),
         Error::RecordTooLarge { len, max, .. } => Some(format!("{len} > {max}")),
         _ => None,
     }

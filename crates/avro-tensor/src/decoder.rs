@@ -251,23 +251,40 @@ impl AvroDecoder {
                 plan
             }
         };
-        // Every record takes at least one byte as far as counts go: a block
-        // of records that take none (empty records) cannot claim more
-        // records than it has bytes, so no count makes decoding endless.
-        let min = plan.schema.min_size[plan.schema.root].max(1);
-        if record_count > data.len() / min {
-            return Err(Error::BadBlock {
-                at: at().into(),
-                reason: format!(
-                    "the block claims {record_count} records in {} bytes \
-                     (records of this schema take at least {min})",
-                    data.len()
-                ),
-            });
-        }
+        let min = plan.schema.min_size[plan.schema.root];
+        // Records of a schema that takes no bytes (an empty record, a
+        // record of nulls) are valid, and a block may claim any number of
+        // them (Java writes a whole file of them as one block): nothing is
+        // allocated by the count, rows before `rows.start` are stepped over
+        // at once, and only the rows asked for are built. Otherwise every
+        // record takes at least `min` bytes, which bounds the count.
+        let first = match data.len().checked_div(min) {
+            None if !data.is_empty() => {
+                return Err(Error::Datum {
+                    at: at().into(),
+                    reason: format!(
+                        "{} bytes left after the block's {record_count} records, \
+                         which take no bytes",
+                        data.len()
+                    ),
+                });
+            }
+            None => rows.start,
+            Some(most) if record_count > most => {
+                return Err(Error::BadBlock {
+                    at: at().into(),
+                    reason: format!(
+                        "the block claims {record_count} records in {} bytes \
+                         (records of this schema take at least {min})",
+                        data.len()
+                    ),
+                });
+            }
+            Some(_) => 0,
+        };
         let mut r = Reader::new(data);
         let end = rows.end.min(record_count);
-        for i in 0..end {
+        for i in first.min(end)..end {
             let record = first_record.saturating_add(i as u64);
             let res = if i < rows.start {
                 plan.steps.iter().try_for_each(|s| {
@@ -585,7 +602,12 @@ fn dense(
 }
 
 /// Reads nested arrays into a varlen (sparse) column: each leaf's index
-/// tuple is the batch row and its position at every level.
+/// tuple is the batch row and its position at every level. Returns
+/// whether the list held any leaf.
+///
+/// An unknown size of the batch's `dense_shape` is, as ATDS makes it,
+/// 1 + the largest index present at that level: lists at the end of a
+/// list that hold no leaf (`[[1], [], []]`) do not count.
 #[allow(clippy::too_many_arguments)]
 fn varlen(
     r: &mut Reader<'_>,
@@ -596,10 +618,12 @@ fn varlen(
     row: i64,
     index: &mut [i64],
     b: &mut SparseBuilder,
-) -> Hot<()> {
+) -> Hot<bool> {
     let last = level + 1 == dims.len();
     let min = if last { leaf_size(leaf) } else { 1 };
     let mut n = 0usize;
+    // 1 + the position of the last item holding a leaf.
+    let mut top = 0usize;
     loop {
         let count = r.block_count(min)?;
         if count == 0 {
@@ -611,8 +635,9 @@ fn varlen(
                 read_leaf(r, schema, leaf, &mut b.values)?;
                 b.indices.push(row);
                 b.indices.extend_from_slice(index);
-            } else {
-                varlen(r, schema, leaf, dims, level + 1, row, index, b)?;
+                top = n + 1;
+            } else if varlen(r, schema, leaf, dims, level + 1, row, index, b)? {
+                top = n + 1;
             }
             n += 1;
         }
@@ -629,9 +654,9 @@ fn varlen(
             ));
         }
         Some(_) => {}
-        None => b.shape[level] = b.shape[level].max(n as i64),
+        None => b.shape[level] = b.shape[level].max(top as i64),
     }
-    Ok(())
+    Ok(top > 0)
 }
 
 /// Reads an ATDS sparse record: index arrays and values, in stored order.

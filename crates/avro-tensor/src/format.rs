@@ -373,4 +373,21 @@ impl Records for AvroRecords {
             .with_record(record.at.record.unwrap_or_default());
         Ok(datum_to_json(schema, &record.bytes, &at)?)
     }
+
+    fn to_json_text(&self, record: &RawRecord) -> Result<String, BoxError> {
+        let Some((_, schema)) = &self.current else {
+            return Err(Box::new(TensorError::Unsupported {
+                what: format!("{}: the record's file is no longer open", record.at.file),
+            }));
+        };
+        let at = Location::block(record.at.file.clone(), record.at.block.unwrap_or_default())
+            .with_record(record.at.record.unwrap_or_default());
+        let value = schema.decode(&record.bytes, &at)?;
+        serde_json::to_string(&schema.json(&value)).map_err(|e| {
+            Box::new(crate::Error::Datum {
+                at: at.into(),
+                reason: e.to_string(),
+            }) as BoxError
+        })
+    }
 }

@@ -4,8 +4,22 @@
 //! (the corpus manifests' `avro.records`). The tensor decoder does not go
 //! through here; tools that show, count or check records do.
 //!
-//! Logical types are read as the types underneath, as they are on the
-//! wire (a `timestamp-millis` is its `long`, a `decimal` its bytes).
+//! [`AvroValue`] holds logical types as the types underneath, as they are
+//! on the wire (a `timestamp-millis` is its `long`, a `decimal` its
+//! bytes). The JSON forms ([`datum_to_json`], [`DatumJson`]) convert them
+//! as fastavro does, and print fastavro's value as Python prints it:
+//! `date`, `time-millis`/`-micros`, `timestamp-millis`/`-micros` (UTC,
+//! `+00:00`) and `local-timestamp-millis`/`-micros` as `isoformat()`
+//! strings (`"2020-09-13T12:26:40.123000+00:00"`), `decimal` on `bytes` or
+//! `fixed` as `str(Decimal)` (rounded to its precision as fastavro's
+//! decimal context does: `"-1234.567"`, `"1E-7"`, `"8.4E+6"`), `uuid` on
+//! `string` as `str(UUID)`. What fastavro 1.13 leaves alone stays as it
+//! is: `timestamp-nanos`, `local-timestamp-nanos`, `uuid` on `fixed`,
+//! logical types on other underlying types, unknown ones. A value fastavro
+//! fails to convert (a date after 9999-12-31, a time past 23:59, a
+//! malformed uuid) is an error naming the record, as in fastavro; a
+//! `decimal` without a precision, or with a scale above it, which fastavro
+//! refuses in the schema, stays its bytes.
 //!
 //! Every length and count is checked against the bytes left before it is
 //! used (so nothing is allocated or looped over beyond what the bytes
@@ -15,10 +29,17 @@
 //! them may claim up to 2^32 items without a byte each. Finding datum
 //! boundaries steps over such a block at once; [`DatumSchema::decode`]
 //! builds a value per item and so takes at most 1,024 of them in one
-//! datum, plus one per byte of the datum (a limit of this module). Records
-//! are counted the same way: a block may claim at most one per byte, so a
-//! block of datums that take no bytes (a schema of `null` or of an empty
-//! record) holding any record is refused (a limit too).
+//! datum, plus one per byte of the datum (a limit of this module).
+//!
+//! Whole datums that take no bytes (a schema of `null`, of an empty
+//! record, of a record of `null` fields: Java and Spark write them) are
+//! valid too, and a block may claim any number of them in no bytes (a
+//! Java writer flushes a block by its size, so a file of them is one
+//! block). Such a block is checked in constant time (its data must be
+//! empty), its [`DatumRanges`] are a count, not a list, and
+//! [`DatumReader`] hands its datums out one by one without storing them:
+//! counting and checking cost nothing per record, and reading costs what
+//! the records handed out cost.
 
 use std::fmt;
 use std::io::Read;
@@ -171,15 +192,33 @@ impl DatumSchema {
     /// The byte range of each datum of `block` (of file `file`) within
     /// `block.data`, in order, once every datum has been walked: the
     /// block must hold exactly `block.record_count` datums and nothing
-    /// after them.
+    /// after them. For a schema whose datums take no bytes, the data must
+    /// be empty and the ranges are `block.record_count` times `0..0`,
+    /// however many that is (checked at once, nothing stored per datum).
     ///
     /// Errors: [`Error::BadBlock`] when the block claims more records than
     /// its bytes can hold (before anything is allocated),
     /// [`Error::Datum`] naming the record for a datum that does not follow
     /// the schema, or naming the block for bytes left over.
-    pub fn datum_ranges(&self, file: &Arc<str>, block: &Block) -> Result<Vec<Range<usize>>> {
+    pub fn datum_ranges(&self, file: &Arc<str>, block: &Block) -> Result<DatumRanges> {
         let data = &block.data[..];
-        let min = self.min_datum_size().max(1) as u64;
+        let left_over = |left: usize| Error::Datum {
+            at: Location::block(file.clone(), block.index).into(),
+            reason: format!(
+                "{left} bytes left after the block's {} records",
+                block.record_count
+            ),
+        };
+        let min = self.min_datum_size() as u64;
+        if min == 0 {
+            if !data.is_empty() {
+                return Err(left_over(data.len()));
+            }
+            return Ok(DatumRanges {
+                ranges: Vec::new(),
+                count: block.record_count,
+            });
+        }
         if block.record_count > data.len() as u64 / min {
             return Err(Error::BadBlock {
                 at: Location::block(file.clone(), block.index).into(),
@@ -205,16 +244,12 @@ impl DatumSchema {
             ranges.push(start..walk.r.pos);
         }
         if !walk.r.at_end() {
-            return Err(Error::Datum {
-                at: Location::block(file.clone(), block.index).into(),
-                reason: format!(
-                    "{} bytes left after the block's {} records",
-                    walk.r.remaining(),
-                    block.record_count
-                ),
-            });
+            return Err(left_over(walk.r.remaining()));
         }
-        Ok(ranges)
+        Ok(DatumRanges {
+            count: block.record_count,
+            ranges,
+        })
     }
 
     /// Decodes one whole datum (nothing may follow it). `at` names the
@@ -236,11 +271,168 @@ impl DatumSchema {
     }
 }
 
+/// Where the datums of one block are ([`DatumSchema::datum_ranges`]):
+/// byte ranges within the block's data, in order.
+///
+/// Datums that take no bytes are not stored one by one (a block may
+/// claim any number of them): their ranges are all `0..0`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DatumRanges {
+    /// One range per datum, or none when the datums take no bytes.
+    ranges: Vec<Range<usize>>,
+    count: u64,
+}
+
+impl DatumRanges {
+    /// How many datums the block holds.
+    pub fn len(&self) -> u64 {
+        self.count
+    }
+
+    /// Whether the block holds no datum.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The byte range of datum `i` (0-based within the block), or `None`
+    /// past the last one.
+    pub fn get(&self, i: u64) -> Option<Range<usize>> {
+        if i >= self.count {
+            return None;
+        }
+        Some(match self.ranges.get(i as usize) {
+            Some(r) => r.clone(),
+            None => 0..0,
+        })
+    }
+
+    /// The ranges in order.
+    pub fn iter(&self) -> impl Iterator<Item = Range<usize>> + '_ {
+        (0..self.count).filter_map(|i| self.get(i))
+    }
+}
+
 /// Decodes one whole datum of `schema` into the JSON form of fastavro's
-/// decoded records ([`AvroValue::to_json`]); `at` names the record in
-/// errors. The same as `schema.decode(datum, at)?.to_json()`.
+/// decoded records: [`AvroValue::to_json`], with logical types converted
+/// ([`DatumJson`]); `at` names the record in errors.
 pub fn datum_to_json(schema: &DatumSchema, datum: &[u8], at: &Location) -> Result<Value> {
-    Ok(schema.decode(datum, at)?.to_json())
+    let value = schema.decode(datum, at)?;
+    serde_json::to_value(schema.json(&value)).map_err(|e| Error::Datum {
+        at: at.clone().into(),
+        reason: e.to_string(),
+    })
+}
+
+/// A decoded datum serialized (with serde) as fastavro's decoded record
+/// dumped as JSON: the form of [`AvroValue::to_json`], but record fields
+/// in schema order (as fastavro's dicts keep them; a `serde_json::Value`
+/// sorts its keys), map entries in the order written (a key written
+/// twice at its first place, with its last value, as a Python dict keeps
+/// it), and logical types converted (see the module documentation). A
+/// value fastavro cannot convert fails the serialization.
+///
+/// ```
+/// use grist_avro_tensor::{DatumSchema, Location};
+///
+/// let schema = DatumSchema::parse("mem", r#"{"type": "record", "name": "R", "fields": [
+///     {"name": "z", "type": {"type": "int", "logicalType": "date"}},
+///     {"name": "a", "type": "long"}]}"#)?;
+/// let at = Location::block("mem", 0).with_record(0);
+/// let value = schema.decode(&[0x02, 0x06], &at)?;
+/// let text = serde_json::to_string(&schema.json(&value)).unwrap();
+/// assert_eq!(text, r#"{"z":"1970-01-02","a":3}"#);
+/// # Ok::<(), grist_avro_tensor::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct DatumJson<'s, 'v> {
+    schema: &'s Schema,
+    node: usize,
+    value: &'v AvroValue<'v>,
+    /// The innermost record field holding the value, for errors.
+    field: &'s str,
+}
+
+impl DatumSchema {
+    /// `value` (a datum of this schema, from [`decode`](Self::decode)) in
+    /// its serializable JSON form.
+    pub fn json<'s, 'v>(&'s self, value: &'v AvroValue<'v>) -> DatumJson<'s, 'v> {
+        DatumJson {
+            schema: &self.schema,
+            node: self.schema.root,
+            value,
+            field: "",
+        }
+    }
+}
+
+impl serde::Serialize for DatumJson<'_, '_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::{Error as _, SerializeMap, SerializeSeq};
+        let at = |node: usize, value| DatumJson {
+            schema: self.schema,
+            node,
+            value,
+            field: self.field,
+        };
+        if let Some(logical) = self.schema.logical(self.node) {
+            let text =
+                crate::logical::to_text(logical, self.value).map_err(|e| match self.field {
+                    "" => S::Error::custom(e),
+                    field => S::Error::custom(format!("field {field:?}: {e}")),
+                })?;
+            if let Some(text) = text {
+                return s.serialize_str(&text);
+            }
+        }
+        match (self.schema.node(self.node), self.value) {
+            (Node::Array(items), AvroValue::Array(values)) => {
+                let mut seq = s.serialize_seq(Some(values.len()))?;
+                for v in values {
+                    seq.serialize_element(&at(*items, v))?;
+                }
+                seq.end()
+            }
+            (Node::Map(node), AvroValue::Map(entries)) => {
+                // A key written twice: its first place, its last value.
+                let mut order: Vec<(String, &AvroValue<'_>)> = Vec::new();
+                let mut seen = std::collections::HashMap::new();
+                for (k, v) in entries {
+                    let key = String::from_utf8_lossy(k).into_owned();
+                    match seen.get(&key) {
+                        Some(&i) => order[i] = (key, v),
+                        None => {
+                            seen.insert(key.clone(), order.len());
+                            order.push((key, v));
+                        }
+                    }
+                }
+                let mut map = s.serialize_map(Some(order.len()))?;
+                for (k, v) in order {
+                    map.serialize_entry(&k, &at(*node, v))?;
+                }
+                map.end()
+            }
+            (Node::Record { fields, .. }, AvroValue::Record(values)) => {
+                let mut map = s.serialize_map(Some(values.len()))?;
+                for ((name, node), (_, v)) in fields.iter().zip(values) {
+                    let field = DatumJson {
+                        field: name,
+                        ..at(*node, v)
+                    };
+                    map.serialize_entry(name, &field)?;
+                }
+                map.end()
+            }
+            (Node::Union(branches), AvroValue::Union { branch, value }) => {
+                at(branches[*branch], value).serialize(s)
+            }
+            (_, AvroValue::Array(_) | AvroValue::Map(_) | AvroValue::Record(_))
+            | (_, AvroValue::Union { .. }) => {
+                Err(S::Error::custom("a value that does not follow its schema"))
+            }
+            (_, other) => other.to_json().serialize(s),
+        }
+    }
 }
 
 /// How many items that take no bytes a datum may hold beyond one per byte
@@ -477,8 +669,8 @@ pub struct DatumReader<R: Read = Box<dyn Read + Send>> {
     /// The block whose datums are being handed out, their ranges, and how
     /// many were handed out.
     block: Option<Block>,
-    ranges: Vec<Range<usize>>,
-    given: usize,
+    ranges: DatumRanges,
+    given: u64,
     /// The number and file offset of the block being read (or failing).
     index: u64,
     offset: u64,
@@ -520,7 +712,7 @@ impl<R: Read> DatumReader<R> {
             blocks,
             schema,
             block: None,
-            ranges: Vec::new(),
+            ranges: DatumRanges::default(),
             given: 0,
             index: 0,
             offset,
@@ -574,8 +766,8 @@ impl<R: Read> DatumReader<R> {
         let Some(block) = &self.block else {
             return Ok(None);
         };
-        let range = self.ranges[self.given].clone();
-        let record = block.first_record + self.given as u64;
+        let range = self.ranges.get(self.given).unwrap_or_default();
+        let record = block.first_record + self.given;
         self.given += 1;
         Ok(Some(Datum {
             data: &block.data[range],
@@ -585,6 +777,25 @@ impl<R: Read> DatumReader<R> {
         }))
     }
 
+    /// Counts the datums not handed out yet, reading and checking every
+    /// block left as [`next_datum`](Self::next_datum) would (the reader is
+    /// then at the end, or finished after an error). A block of datums
+    /// that take no bytes counts in constant time, whatever it claims.
+    pub fn count_rest(&mut self) -> Result<u64> {
+        let mut n = 0u64;
+        loop {
+            n = n.saturating_add(self.ranges.len().saturating_sub(self.given));
+            self.given = self.ranges.len();
+            if self.done {
+                return Ok(n);
+            }
+            if let Err(e) = self.next_block() {
+                self.done = true;
+                return Err(e);
+            }
+        }
+    }
+
     /// Reads and checks the next block (at the end of the file, marks the
     /// reader done).
     fn next_block(&mut self) -> Result<()> {
@@ -592,7 +803,7 @@ impl<R: Read> DatumReader<R> {
             self.offset = b.offset + b.stored_bytes;
         }
         self.index = self.blocks.blocks_read();
-        self.ranges.clear();
+        self.ranges = DatumRanges::default();
         self.given = 0;
         let Some(block) = self.blocks.next_block()? else {
             self.done = true;

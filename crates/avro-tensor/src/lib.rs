@@ -84,6 +84,7 @@ mod sink;
 
 // -- datums read generically: boundaries, value trees, JSON --
 mod generic;
+mod logical;
 mod report;
 
 pub use codec::Codec;
@@ -95,7 +96,9 @@ pub use decoder::AvroDecoder;
 pub use encode::{encode_batch, schema_for_specs};
 pub use error::{Error, Result};
 pub use format::AvroFormat;
-pub use generic::{AvroValue, Datum, DatumReader, DatumSchema, datum_to_json};
+pub use generic::{
+    AvroValue, Datum, DatumJson, DatumRanges, DatumReader, DatumSchema, datum_to_json,
+};
 pub use grist_tensor::{FeatureProblem, FormatError, Location};
 pub use sink::{DatumEncoder, RECORD_NAME};
 pub use source::{AvroSource, AvroStream};

@@ -31,11 +31,7 @@ pub(crate) fn open(input: &Input, options: ReaderOptions) -> Result<FileReader> 
 
 /// Reads every datum of `reader`; returns how many there are.
 fn read_all(reader: &mut FileReader) -> Result<u64> {
-    let mut records = 0;
-    while reader.next_datum()?.is_some() {
-        records += 1;
-    }
-    Ok(records)
+    reader.count_rest()
 }
 
 /// The number of datums of `input`, every block and datum read and

@@ -11,6 +11,8 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use crate::logical::Logical;
+
 /// One schema node. Children are arena indices.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Node {
@@ -43,6 +45,9 @@ pub(crate) struct Schema {
     /// The fewest bytes a value of each node can take (0 for null, empty
     /// records, fixed(0)): bounds how many items an array can claim.
     pub(crate) min_size: Vec<usize>,
+    /// The logical types fastavro converts, by node (most nodes have
+    /// none). Only the generic JSON form reads them.
+    pub(crate) logical: Vec<(usize, Logical)>,
 }
 
 impl Schema {
@@ -53,6 +58,7 @@ impl Schema {
         let mut p = Parser {
             nodes: Vec::new(),
             names: HashMap::new(),
+            logical: Vec::new(),
         };
         let root = p.node(&json, "")?;
         let min_size = min_sizes(&p.nodes);
@@ -60,11 +66,19 @@ impl Schema {
             nodes: p.nodes,
             root,
             min_size,
+            logical: p.logical,
         })
     }
 
     pub(crate) fn node(&self, i: usize) -> &Node {
         &self.nodes[i]
+    }
+
+    /// The logical type fastavro converts node `i` with, if any.
+    pub(crate) fn logical(&self, i: usize) -> Option<Logical> {
+        self.logical
+            .iter()
+            .find_map(|&(n, l)| (n == i).then_some(l))
     }
 
     /// The Avro type name of a node, for messages.
@@ -95,16 +109,24 @@ impl Schema {
     }
 }
 
-/// Parses a schema with apache-avro, after refusing the names it would
-/// panic on: apache-avro 0.21 unwraps the validation of a named type's
-/// name and aliases, so `"name": "a;b"` in a file's header would otherwise
-/// abort the reader. (Type names it looks up are checked too, for a
-/// clearer message.)
+/// Validates a schema with apache-avro, on a copy in the form it accepts:
+/// names as fastavro (and Java) take them, and `error` types.
+///
+/// fastavro accepts any string as a type's name, namespace or alias, and
+/// Java's reflection writes nested classes as `Outer$Inner` (namespaces
+/// ending in `Outer$`); apache-avro 0.21 refuses such names, and panics
+/// (unwraps) on some, such as `"a;b"`. It also refuses the `error` type,
+/// a record on the wire. So it is given a copy with `error` read as
+/// `record` and every dot-separated part of a type name that is not an
+/// identifier escaped into one ([`escape_name_part`]); names resolve the
+/// same way in the copy, so only the names' spelling is not checked.
+/// Field names (and their aliases, and the keys of defaults) are escaped
+/// alike, as fastavro takes any field name; enum symbols are checked as
+/// written (fastavro refuses symbols that are not identifiers too).
 pub(crate) fn parse_apache(text: &str) -> Result<apache_avro::Schema, String> {
-    if let Ok(json) = serde_json::from_str::<Value>(text) {
-        check_names(&json)?;
-    }
-    apache_avro::Schema::parse_str(text).map_err(|e| e.to_string())
+    let mut json: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    for_apache(&mut json);
+    apache_avro::Schema::parse(&json).map_err(|e| e.to_string())
 }
 
 /// `[A-Za-z_][A-Za-z0-9_]*`.
@@ -114,6 +136,28 @@ fn is_identifier(s: &str) -> bool {
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// One dot-separated part of a name as an identifier: itself when it is
+/// one, else `_` before a leading digit (or for an empty part) and each
+/// other character as `_u<hex code point>_` (`Outer$Inner` →
+/// `Outer_u24_Inner`).
+fn escape_name_part(part: &str) -> String {
+    if is_identifier(part) {
+        return part.to_string();
+    }
+    let mut out = String::with_capacity(part.len() + 8);
+    if !part.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        out.push('_');
+    }
+    for c in part.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            out.push(c);
+        } else {
+            out.push_str(&format!("_u{:x}_", c as u32));
+        }
+    }
+    out
 }
 
 /// A full name as apache-avro accepts it: an identifier, optionally after
@@ -127,57 +171,101 @@ fn is_full_name(s: &str) -> bool {
     }
 }
 
-/// Checks the names of the schema `v` (a schema position: a string, a
-/// union, or a type object) that apache-avro does not check gracefully.
-fn check_names(v: &Value) -> Result<(), String> {
-    let name = |what: &str, n: &str| {
-        if is_full_name(n) {
-            Ok(())
-        } else {
-            Err(format!("{what} {n:?} is not a valid Avro name"))
+/// A name or namespace as apache-avro accepts it: itself when it does
+/// (`.F`, a name in no namespace, too), else each dot-separated part
+/// escaped.
+fn escape_name(name: &str) -> String {
+    if is_full_name(name) {
+        return name.to_string();
+    }
+    name.split('.')
+        .map(escape_name_part)
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// Escapes the keys of every object in a default value, as field names are.
+fn escape_keys(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            *m = std::mem::take(m)
+                .into_iter()
+                .map(|(k, mut v)| {
+                    escape_keys(&mut v);
+                    (escape_name_part(&k), v)
+                })
+                .collect();
+        }
+        Value::Array(items) => items.iter_mut().for_each(escape_keys),
+        _ => {}
+    }
+}
+
+/// Rewrites the schema `v` (a schema position: a type name, a union, or
+/// a type object) in place for [`parse_apache`].
+fn for_apache(v: &mut Value) {
+    const KEYWORDS: [&str; 14] = [
+        "null", "boolean", "int", "long", "float", "double", "bytes", "string", "record", "error",
+        "enum", "fixed", "array", "map",
+    ];
+    let escape = |v: &mut Value| {
+        if let Value::String(n) = v {
+            *n = escape_name(n);
         }
     };
     match v {
-        Value::Array(branches) => branches.iter().try_for_each(check_names),
-        Value::Object(m) => match m.get("type") {
-            Some(Value::String(t)) => {
-                name("type", t)?;
-                if matches!(t.as_str(), "record" | "error" | "enum" | "fixed") {
-                    if let Some(Value::String(n)) = m.get("name") {
-                        name("name", n)?;
+        Value::String(name) if !KEYWORDS.contains(&name.as_str()) => *name = escape_name(name),
+        Value::Array(branches) => branches.iter_mut().for_each(for_apache),
+        Value::Object(m) => {
+            match m.get_mut("type") {
+                Some(t @ Value::String(_)) if t == "error" => *t = "record".into(),
+                Some(Value::String(_)) => {}
+                Some(inner) => return for_apache(inner),
+                None => return,
+            }
+            let kind = m.get("type").and_then(Value::as_str).unwrap_or_default();
+            if matches!(kind, "record" | "enum" | "fixed") {
+                for key in ["name", "namespace"] {
+                    if let Some(n) = m.get_mut(key) {
+                        escape(n);
                     }
-                    for alias in m
-                        .get("aliases")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                    {
-                        if let Value::String(a) = alias {
-                            name("alias", a)?;
+                }
+                if let Some(Value::Array(aliases)) = m.get_mut("aliases") {
+                    aliases.iter_mut().for_each(escape);
+                }
+            } else if let Some(t) = m.get_mut("type") {
+                // A type name in a type object: {"type": "Outer$Inner"}.
+                for_apache(t);
+            }
+            if let Some(Value::Array(fields)) = m.get_mut("fields") {
+                for f in fields.iter_mut().filter_map(Value::as_object_mut) {
+                    if let Some(Value::String(n)) = f.get_mut("name") {
+                        *n = escape_name_part(n);
+                    }
+                    if let Some(Value::Array(aliases)) = f.get_mut("aliases") {
+                        for a in aliases {
+                            if let Value::String(n) = a {
+                                *n = escape_name_part(n);
+                            }
                         }
                     }
-                }
-                for f in m
-                    .get("fields")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    if let Some(t) = f.get("type") {
-                        check_names(t)?;
+                    // A record default names fields: escaped alike (map
+                    // keys too, which any string may be).
+                    if let Some(d) = f.get_mut("default") {
+                        escape_keys(d);
+                    }
+                    if let Some(t) = f.get_mut("type") {
+                        for_apache(t);
                     }
                 }
-                for key in ["items", "values"] {
-                    if let Some(inner) = m.get(key) {
-                        check_names(inner)?;
-                    }
-                }
-                Ok(())
             }
-            Some(inner @ (Value::Object(_) | Value::Array(_))) => check_names(inner),
-            _ => Ok(()),
-        },
-        _ => Ok(()),
+            for key in ["items", "values"] {
+                if let Some(inner) = m.get_mut(key) {
+                    for_apache(inner);
+                }
+            }
+        }
+        _ => {}
     }
 }
 
@@ -185,6 +273,7 @@ struct Parser {
     nodes: Vec<Node>,
     /// Full names of named types → arena index.
     names: HashMap<String, usize>,
+    logical: Vec<(usize, Logical)>,
 }
 
 const PRIMITIVES: [&str; 8] = [
@@ -239,6 +328,15 @@ impl Parser {
                     .map(|b| self.node(b, namespace))
                     .collect::<Result<Vec<_>, _>>()?;
                 Ok(self.push(Node::Union(b)))
+            }
+            Value::Object(m) if m.contains_key("logicalType") => {
+                let mut plain = m.clone();
+                plain.remove("logicalType");
+                let i = self.node(&Value::Object(plain), namespace)?;
+                if let Some(l) = Logical::of(m, &self.nodes[i]) {
+                    self.logical.push((i, l));
+                }
+                Ok(i)
             }
             Value::Object(m) => {
                 let ty = m.get("type").ok_or("a type object without \"type\"")?;

@@ -1,6 +1,7 @@
 //! The integration tests of grist-avro-tensor (one binary, one module per
 //! area).
 
+mod conformance;
 mod container;
 mod decode;
 mod differential;

@@ -234,20 +234,38 @@ fn cat_records(
         let at = &record.at;
         let local = at.record.unwrap_or_default();
         let index = at.index.unwrap_or(local);
-        let mut line = if args.records {
-            records.to_json(&record)?
-        } else {
-            let sha = hex::encode(Sha256::digest(&record.bytes));
-            json!({"index": index, "length": record.bytes.len(), "sha256": sha})
-        };
-        if let (true, Value::Object(map)) = (several, &mut line) {
-            map.insert("file".into(), json!(shown(&at.file)));
-            map.insert("index".into(), json!(index));
+        let mut extra = serde_json::Map::new();
+        if several {
+            extra.insert("file".into(), json!(shown(&at.file)));
+            extra.insert("index".into(), json!(index));
             if let Some(key) = local_key {
-                map.insert(key.into(), json!(local));
+                extra.insert(key.into(), json!(local));
             }
         }
-        out.json(&line)?;
+        if args.records {
+            // The record's own text keeps its key order (Avro: schema
+            // order); the places go after its keys. A key of the record
+            // named alike then comes twice, and JSON readers keep the
+            // last, the place, as the `Value` path did by replacing it.
+            let text = records.to_json_text(&record)?;
+            let line = match text.strip_suffix('}') {
+                Some(body) if !extra.is_empty() && text.starts_with('{') => {
+                    let places = serde_json::to_string(&Value::Object(extra))?;
+                    let sep = if body == "{" { "" } else { "," };
+                    format!("{body}{sep}{}", &places[1..])
+                }
+                _ => text,
+            };
+            out.bytes(line.as_bytes())?;
+            out.bytes(b"\n")?;
+        } else {
+            let sha = hex::encode(Sha256::digest(&record.bytes));
+            let mut line = json!({"index": index, "length": record.bytes.len(), "sha256": sha});
+            if let Value::Object(map) = &mut line {
+                map.extend(extra);
+            }
+            out.json(&line)?;
+        }
         *left -= 1;
         if *left == 0 {
             break;

@@ -189,12 +189,23 @@ fn format_help() -> String {
     )
 }
 
-/// The `--format` option, shared by the commands that read files.
+/// The `--format` option, shared by the commands that read files, and
+/// the options of a format's folders.
 #[derive(Clone, Debug, clap::Args)]
 pub(crate) struct FormatArg {
     // The help is built from the registry (`format_help`).
     #[arg(long, value_name = "FORMAT", value_parser = parse_format, help = format_help())]
     format: Option<Arc<dyn Format>>,
+    /// OFRecord folders: the parts are named PREFIX and their index
+    /// (OneFlow's part_name_prefix, e.g. train-). By default, part-.
+    /// Other formats refuse it
+    #[arg(long, value_name = "PREFIX")]
+    part_name_prefix: Option<String>,
+    /// OFRecord folders: the parts' index is zero-padded to exactly N
+    /// digits (OneFlow's part_name_suffix_length; -1: not padded). By
+    /// default, any number of digits. Other formats refuse it
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    part_name_suffix_length: Option<i64>,
 }
 
 /// The `--payload` option of the commands that decode records: an option
@@ -228,13 +239,66 @@ impl PayloadArg {
 }
 
 impl FormatArg {
-    /// The format `--format` names, configured by `payload`; `None`
-    /// without `--format` (each file's format is then told by the
-    /// registry).
+    /// The folder options given, as `Format::configure` keys and values.
+    fn options(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if let Some(p) = &self.part_name_prefix {
+            out.push(("part_name_prefix", p.clone()));
+        }
+        if let Some(n) = self.part_name_suffix_length {
+            out.push(("part_name_suffix_length", n.to_string()));
+        }
+        out
+    }
+
+    /// `format` configured by `payload` and the folder options.
+    fn configure(
+        &self,
+        format: Arc<dyn Format>,
+        payload: &PayloadArg,
+    ) -> anyhow::Result<Arc<dyn Format>> {
+        let mut format = payload.configure(format)?;
+        for (key, value) in self.options() {
+            format = format
+                .configure(key, &value)
+                .map_err(anyhow::Error::from)
+                .with_context(|| format!("--{} {value}", key.replace('_', "-")))?;
+        }
+        Ok(format)
+    }
+
+    /// The one registered format that takes the folder options given.
+    fn taking_options(&self) -> anyhow::Result<Arc<dyn Format>> {
+        let options = self.options();
+        let takes = |f: &Arc<dyn Format>| {
+            options
+                .iter()
+                .all(|(key, value)| f.configure(key, value).is_ok())
+        };
+        let registry = grist::registry();
+        let mut found = registry.formats().iter().filter(|f| takes(f));
+        match (found.next(), found.next()) {
+            (Some(f), None) => Ok(f.clone()),
+            _ => {
+                let flags: Vec<String> = options
+                    .iter()
+                    .map(|(key, _)| format!("--{}", key.replace('_', "-")))
+                    .collect();
+                anyhow::bail!(
+                    "{}: no one format takes these options; pass --format",
+                    flags.join(" ")
+                )
+            }
+        }
+    }
+
+    /// The format `--format` names, configured by `payload` and the
+    /// folder options; `None` without `--format` (each file's format is
+    /// then told by the registry).
     pub(crate) fn named(&self, payload: &PayloadArg) -> anyhow::Result<Option<Arc<dyn Format>>> {
         self.format
             .clone()
-            .map(|f| payload.configure(f))
+            .map(|f| self.configure(f, payload))
             .transpose()
     }
 
@@ -246,7 +310,7 @@ impl FormatArg {
         payload: &PayloadArg,
         paths: &[PathBuf],
     ) -> anyhow::Result<Option<Arc<dyn Format>>> {
-        if self.format.is_none() && payload.payload.is_none() {
+        if self.format.is_none() && payload.payload.is_none() && self.options().is_empty() {
             return Ok(None);
         }
         Ok(Some(self.expand_with(payload, paths)?.0))
@@ -260,13 +324,29 @@ impl FormatArg {
         paths: &[PathBuf],
     ) -> anyhow::Result<(Arc<dyn Format>, Vec<Input>)> {
         let registry = grist::registry();
+        let storage = storage()?;
+        // Folder options choose a folder's files, so the format must be
+        // configured before its folders are listed: the format of the
+        // files as found (which refuses options it does not take), or,
+        // when the files alone do not tell one (parts beside other
+        // files), the one format that takes the options.
+        let named = match (&self.format, self.options().is_empty()) {
+            (None, false) => {
+                let found = match registry.expand(&storage, &texts(paths), None) {
+                    Ok((format, _)) => format,
+                    Err(_) => self.taking_options()?,
+                };
+                Some(self.configure(found, payload)?)
+            }
+            _ => self.named(payload)?,
+        };
+        let configured = named.is_some();
         let (format, inputs) = registry
-            .expand(&storage()?, &texts(paths), self.named(payload)?)
+            .expand(&storage, &texts(paths), named)
             .map_err(hint)?;
-        let format = match self.format {
-            // Configured above.
-            Some(_) => format,
-            None => payload.configure(format)?,
+        let format = match configured {
+            true => format,
+            false => payload.configure(format)?,
         };
         Ok((format, inputs))
     }
@@ -376,16 +456,24 @@ mod tests {
         };
         let ffr = FormatArg {
             format: Some(parse_format("ffrecord").unwrap()),
+            part_name_prefix: None,
+            part_name_suffix_length: None,
         };
         assert!(ffr.named(&payload("raw")).unwrap().is_some());
         let e = ffr.named(&payload("jpeg")).unwrap_err();
         assert!(format!("{e:#}").starts_with("--payload jpeg: "), "{e:#}");
         let tf = FormatArg {
             format: Some(parse_format("tfrecord").unwrap()),
+            part_name_prefix: None,
+            part_name_suffix_length: None,
         };
         assert!(tf.named(&payload("raw")).is_err());
         assert!(tf.named(&PayloadArg::default()).unwrap().is_some());
-        let auto = FormatArg { format: None };
+        let auto = FormatArg {
+            format: None,
+            part_name_prefix: None,
+            part_name_suffix_length: None,
+        };
         assert!(auto.named(&payload("raw")).unwrap().is_none());
         assert!(
             auto.for_loader(&PayloadArg::default(), &[])

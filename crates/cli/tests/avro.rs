@@ -596,3 +596,38 @@ fn bench_reads_corpus_files() {
     let batches = case.parses()[0]["batches"].as_array().unwrap().len();
     assert_eq!(doc["batches"], batches);
 }
+
+/// `cat --records` prints each record as fastavro's record dumped as
+/// JSON, text for text: fields in schema order, logical types converted,
+/// records that take no bytes, Java names, the `error` type (the files
+/// and fastavro's lines in grist-avro-tensor's `tests/conformance`), and
+/// `count` agrees.
+#[test]
+fn cat_records_prints_fastavro_text() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../avro-tensor/tests/conformance");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "avro") {
+            continue;
+        }
+        let want = std::fs::read_to_string(path.with_extension("records.jsonl")).unwrap();
+        let run = grist([
+            OsString::from("cat"),
+            "--records".into(),
+            path.clone().into(),
+        ]);
+        run.assert_clean("cat --records");
+        assert_eq!(run.stdout, want, "{}", path.display());
+        let run = grist([
+            OsString::from("count"),
+            "--json".into(),
+            path.clone().into(),
+        ]);
+        assert!(run.ok, "{}", run.stderr);
+        let count: Value = serde_json::from_str(&run.stdout).unwrap();
+        assert_eq!(count["total"], want.lines().count(), "{}", path.display());
+        checked += 1;
+    }
+    assert!(checked >= 8);
+}

@@ -446,3 +446,78 @@ fn cut_parts_never_panic() {
         }
     }
 }
+
+/// OneFlow's name of part `i`: the prefix, then the index zero-padded to
+/// the suffix length, never cut (`ofrecord_dataset.h`).
+fn oneflow_part_name(prefix: &str, suffix_length: i64, i: usize) -> String {
+    let num = i.to_string();
+    let zeros = (suffix_length - num.len() as i64).max(0) as usize;
+    format!("{prefix}{}{num}", "0".repeat(zeros))
+}
+
+/// A folder of the corpus case's parts, renamed as OneFlow names them with
+/// `part_name_prefix` "train-" and the case's suffix length, beside files
+/// that are not parts (a note, a part of another width or prefix), read
+/// with `--part-name-prefix` / `--part-name-suffix-length`: the records of
+/// the parts in numeric order, as the manifest lists them; a missing part
+/// is an error naming its file.
+#[test]
+fn part_name_options_read_a_folder_as_oneflow_names_it() {
+    for name in ["multi_part", "nopad_parts"] {
+        let case = corpus::folder_case("ofrecord", name);
+        let suffix = case.expected["reader_options"]["part_name_suffix_length"]
+            .as_i64()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let parts = part_files(&case);
+        for (i, part) in parts.iter().enumerate() {
+            let to = dir.path().join(oneflow_part_name("train-", suffix, i));
+            std::fs::copy(part, to).unwrap();
+        }
+        std::fs::write(dir.path().join("train-notes"), b"not a part").unwrap();
+        std::fs::copy(&parts[0], dir.path().join("valid-0")).unwrap();
+        let want: Vec<String> = case
+            .parts()
+            .iter()
+            .flat_map(|p| p["records"].as_array().unwrap().clone())
+            .map(|r| r["sha256"].as_str().unwrap().to_string())
+            .collect();
+        let suffix_arg = suffix.to_string();
+        let options = [
+            "--part-name-prefix",
+            "train-",
+            "--part-name-suffix-length",
+            &suffix_arg,
+        ];
+        let folder = vec![dir.path().to_path_buf()];
+        let mut args = vec!["cat", "--raw"];
+        args.extend(options);
+        let run = grist_on(&args, &folder);
+        run.assert_clean(name);
+        let got: Vec<String> = run
+            .json_lines()
+            .iter()
+            .map(|l| l["sha256"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(got, want, "{name}");
+        let mut args = vec!["count", "--json"];
+        args.extend(options);
+        let run = grist_on(&args, &folder);
+        assert!(run.ok, "{name}: {}", run.stderr);
+        let count: Value = serde_json::from_str(&run.stdout).unwrap();
+        assert_eq!(count["total"], want.len(), "{name}");
+        // Part 1 missing: an error naming the file OneFlow would open.
+        let missing = oneflow_part_name("train-", suffix, 1);
+        std::fs::remove_file(dir.path().join(&missing)).unwrap();
+        let mut args = vec!["cat", "--raw"];
+        args.extend(options);
+        let run = grist_on(&args, &folder);
+        run.assert_failed(name);
+        assert!(run.stderr.contains(&missing), "{name}: {}", run.stderr);
+    }
+    // Other formats refuse the options.
+    let case = corpus::cases("tfrecord").remove(0);
+    let run = grist_on(&["count", "--part-name-prefix", "x-"], &case.files);
+    run.assert_failed("tfrecord with --part-name-prefix");
+    assert!(run.stderr.contains("part_name_prefix"), "{}", run.stderr);
+}

@@ -3,7 +3,9 @@
 //! content; locally and over S3 alike.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use grist::Format;
 use grist::tensor::{FormatError, RegistryError};
 use grist::{LoadError, Storage};
 use grist_testkit::S3Server;
@@ -144,4 +146,39 @@ fn a_folder_of_two_formats_is_refused() {
         text.contains("a.tfrecord") && text.contains("b.avro"),
         "{text}"
     );
+}
+
+/// A folder of OFRecord parts named as OneFlow names them with
+/// `part_name_prefix` "train-" and `part_name_suffix_length` 3, beside
+/// other files: the loader reads it with the format configured so, parts
+/// in numeric order, the other files left out.
+#[test]
+fn ofrecord_part_names_are_options_of_the_format() {
+    use grist::ofrecord::{OfRecordFormat, PartNaming};
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..3 {
+        place(Kind::Ofrecord, dir.path(), &format!("train-{i:03}"));
+    }
+    std::fs::write(dir.path().join("README"), b"not a part").unwrap();
+    place(Kind::Ofrecord, dir.path(), "train-1");
+    let source = dir.path().to_string_lossy().into_owned();
+    for format in [
+        Arc::new(OfRecordFormat::default().with_naming(PartNaming::oneflow("train-", 3)))
+            as Arc<dyn Format>,
+        OfRecordFormat::default()
+            .configure("part_name_prefix", "train-")
+            .unwrap()
+            .configure("part_name_suffix_length", "3")
+            .unwrap(),
+    ] {
+        let loader = grist::loader()
+            .with_path(&source)
+            .with_format(format)
+            .with_specs(specs())
+            .with_batch_size(7)
+            .build()
+            .unwrap();
+        let rows: usize = loader.map(|b| b.unwrap().rows()).sum();
+        assert_eq!(rows, 60);
+    }
 }

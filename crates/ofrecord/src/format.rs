@@ -32,7 +32,13 @@ use grist_tensor::Location;
 /// extension: `part-00000.tfrecord` is TFRecord), by its content when its
 /// first length prefix fits the file and the record after it starts like
 /// an OFRecord's feature map. A folder's parts are read in numeric order
-/// and must be numbered `0..n` without a gap.
+/// and must be numbered `0..n` without a gap; other files are left out.
+///
+/// Parts named otherwise (`train-000`, ...) take OneFlow's options:
+/// [`with_naming`](Self::with_naming), or [`Format::configure`] with
+/// `part_name_prefix` (by default `part-`) and `part_name_suffix_length`
+/// (the index padded to that many digits, exactly, as OneFlow names the
+/// parts; −1, as in OneFlow, or by default: any number of digits).
 ///
 /// ```
 /// use grist_ofrecord::OfRecordFormat;
@@ -40,17 +46,49 @@ use grist_tensor::Location;
 ///
 /// assert_eq!(OfRecordFormat::default().name_match("part-00003"), NameMatch::Name);
 /// assert_eq!(OfRecordFormat::default().name_match("part-r-00003.avro"), NameMatch::No);
+/// let train = OfRecordFormat::default()
+///     .configure("part_name_prefix", "train-")?
+///     .configure("part_name_suffix_length", "3")?;
+/// assert_eq!(train.name_match("train-007"), NameMatch::Name);
+/// assert_eq!(train.name_match("train-7"), NameMatch::No);
+/// # Ok::<(), grist_tensor::BoxError>(())
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OfRecordFormat {
     framing: ReaderOptions,
+    naming: PartNaming,
 }
 
 impl OfRecordFormat {
     /// The format read with framing options `framing` (zero-length
     /// records, buffer sizes).
     pub fn with_framing(framing: ReaderOptions) -> Self {
-        OfRecordFormat { framing }
+        OfRecordFormat {
+            framing,
+            ..Default::default()
+        }
+    }
+
+    /// The format whose folders hold parts named by `naming` (OneFlow's
+    /// `part_name_prefix` and `part_name_suffix_length`). By default,
+    /// `part-` and any number of digits.
+    pub fn with_naming(mut self, naming: PartNaming) -> Self {
+        self.naming = naming;
+        self
+    }
+
+    /// The part index of the file called `name`, if it is a part's name:
+    /// the prefix and digits, exactly as many as the suffix length when
+    /// one is set (`Err` for an index too large).
+    fn part_index(&self, name: &str) -> Option<Result<usize, ()>> {
+        let digits = name.strip_prefix(self.naming.prefix())?;
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        match self.naming.suffix_length() {
+            Some(_) => Some(self.naming.index_of(name).ok_or(())).filter(|i| i.is_ok()),
+            None => Some(digits.parse().map_err(|_| ())),
+        }
     }
 }
 
@@ -68,10 +106,38 @@ impl Format for OfRecordFormat {
     }
 
     fn name_match(&self, name: &str) -> NameMatch {
-        match name.strip_prefix("part-") {
-            Some(d) if !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()) => NameMatch::Name,
-            _ => NameMatch::No,
+        match self.part_index(name) {
+            Some(_) => NameMatch::Name,
+            None => NameMatch::No,
         }
+    }
+
+    /// `part_name_prefix` (any text) and `part_name_suffix_length` (an
+    /// integer; negative: no padding), OneFlow's options for naming the
+    /// parts of a folder.
+    fn configure(&self, key: &str, value: &str) -> Result<Arc<dyn Format>, BoxError> {
+        let naming = match key {
+            "part_name_prefix" => PartNaming::new(value, self.naming.suffix_length()),
+            "part_name_suffix_length" => {
+                let Ok(n) = value.trim().parse::<i64>() else {
+                    return Err(Box::new(TensorError::Unsupported {
+                        what: format!(
+                            "OFRecord: part_name_suffix_length {value:?} is not an integer"
+                        ),
+                    }));
+                };
+                PartNaming::oneflow(self.naming.prefix(), n)
+            }
+            _ => {
+                return Err(Box::new(TensorError::Unsupported {
+                    what: format!(
+                        "OFRecord: unknown option {key:?} (= {value:?}): it takes \
+                         part_name_prefix and part_name_suffix_length"
+                    ),
+                }));
+            }
+        };
+        Ok(Arc::new(self.clone().with_naming(naming)))
     }
 
     fn sniff(&self, head: &[u8], size: u64) -> bool {
@@ -96,19 +162,19 @@ impl Format for OfRecordFormat {
     }
 
     fn dataset(&self, dir: &str, files: Vec<Input>) -> Result<Vec<Input>, BoxError> {
-        let naming = PartNaming::default();
         let mut parts: Vec<(usize, Input)> = Vec::new();
         for f in &files {
             let name = f.file_name();
-            if self.name_match(name) == NameMatch::No {
-                continue;
+            match self.part_index(name) {
+                None => continue,
+                Some(Ok(index)) => parts.push((index, f.clone())),
+                Some(Err(())) => {
+                    return Err(Box::new(Error::BadDataset {
+                        dir: dir.into(),
+                        reason: format!("part number of {name:?} is too large"),
+                    }));
+                }
             }
-            let digits = &name["part-".len()..];
-            let index = digits.parse::<usize>().map_err(|_| Error::BadDataset {
-                dir: dir.into(),
-                reason: format!("part number of {name:?} is too large"),
-            })?;
-            parts.push((index, f.clone()));
         }
         if parts.is_empty() {
             // Named otherwise (the format was given): every file, by name.
@@ -124,7 +190,7 @@ impl Format for OfRecordFormat {
                     }));
                 }
                 return Err(Box::new(Error::MissingPart {
-                    file: std::path::Path::new(dir).join(naming.name(i)),
+                    file: std::path::Path::new(dir).join(self.naming.name(i)),
                     part: i,
                 }));
             }

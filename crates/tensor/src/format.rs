@@ -572,6 +572,14 @@ pub trait Records: Send {
     /// Avro: as fastavro reads it; OFRecord: `{"features": {name:
     /// {"kind", "values"}}}`).
     fn to_json(&self, record: &RawRecord) -> Result<serde_json::Value, BoxError>;
+
+    /// [`to_json`](Self::to_json) as text, for tools that print records.
+    /// By default, the `Value`'s text (object keys sorted); a format whose
+    /// records have an order of their own keeps it (Avro: fields in
+    /// schema order, as fastavro's records have them).
+    fn to_json_text(&self, record: &RawRecord) -> Result<String, BoxError> {
+        Ok(self.to_json(record)?.to_string())
+    }
 }
 
 /// What [`Format::verify`] found in a file without damage.

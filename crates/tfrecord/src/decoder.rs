@@ -487,7 +487,7 @@ impl ExampleDecoder {
             while !c.at_end() {
                 let (field, wt) = c.tag()?;
                 if field == 1 && wt == LEN {
-                    if !for_each_entry(c.message()?, &plan.keys, predictor, &mut on_entry)? {
+                    if !for_each_entry(c.message()?, &plan.keys, predictor, false, &mut on_entry)? {
                         return Ok(false);
                     }
                 } else {
@@ -584,11 +584,14 @@ impl ExampleDecoder {
             "Example"
         };
         let malformed = |e: WireError| {
-            Box::new(Error::Malformed {
-                at: at.clone().into(),
-                message,
-                reason: e.reason,
-                offset: e.offset,
+            Box::new(match unknown_field(record, &e, at) {
+                Some(unknown) => unknown,
+                None => Error::Malformed {
+                    at: at.clone().into(),
+                    message,
+                    reason: e.reason,
+                    offset: e.offset,
+                },
             })
         };
         let generation = self.generation;
@@ -630,21 +633,34 @@ impl ExampleDecoder {
     }
 }
 
+/// The reasons of the [`WireError`]s of a field other than the map in a
+/// `Features` or a `FeatureLists` message, at the field's tag
+/// ([`unknown_field`] turns them into [`Error::UnknownField`]).
+const NOT_THE_MAP: [&str; 2] = [
+    "a field other than the feature map in Features",
+    "a field other than the feature map in FeatureLists",
+];
+
 /// Calls `on` with the slot and value span of every wanted entry of a
-/// `Features` or `FeatureLists` map message; stops early (returning
-/// `Ok(false)`) when `on` returns `false`.
+/// `Features` (`lists`: `FeatureLists`) map message; stops early
+/// (returning `Ok(false)`) when `on` returns `false`. Any other field
+/// fails, as in TensorFlow's parser (`NOT_THE_MAP`).
 #[inline(always)]
 fn for_each_entry(
     mut features: Cursor<'_>,
     keys: &KeyTable,
     predictor: &mut Predictor,
+    lists: bool,
     mut on: impl FnMut(u32, Span) -> wire::WireResult<bool>,
 ) -> wire::WireResult<bool> {
     while !features.at_end() {
+        let offset = features.offset();
         let (field, wt) = features.tag()?;
         if field != 1 || wt != LEN {
-            features.skip(wt)?;
-            continue;
+            return Err(WireError {
+                reason: NOT_THE_MAP[usize::from(lists)],
+                offset,
+            });
         }
         let mut entry = features.message()?;
         let (key, value) = match wire::key_value(&entry) {
@@ -675,6 +691,21 @@ fn for_each_entry(
     Ok(true)
 }
 
+/// [`Error::UnknownField`] for a [`WireError`] of `NOT_THE_MAP`, with the
+/// field number and wire type read back from its tag.
+#[cold]
+fn unknown_field(record: &[u8], e: &WireError, at: &Location) -> Option<Error> {
+    let i = NOT_THE_MAP.iter().position(|&r| r == e.reason)?;
+    let (tag, _) = grist_tensor::wire::read_varint(record.get(e.offset..)?).ok()?;
+    Some(Error::UnknownField {
+        at: at.clone().into(),
+        message: ["Features", "FeatureLists"][i],
+        field: tag >> 3,
+        wire_type: (tag & 7) as u8,
+        offset: e.offset,
+    })
+}
+
 /// Per column: room for the index lists of a SparseFeature.
 fn plan_sparse_ids(plan: &Plan) -> Vec<Vec<Vec<i64>>> {
     plan.columns
@@ -698,16 +729,22 @@ fn scan_features(
     lists: bool,
 ) -> wire::WireResult<()> {
     let slots = &mut found.slots;
-    for_each_entry(features, keys, &mut found.predictor, |slot, value| {
-        let feature = if lists {
-            FeatureRef::default()
-        } else {
-            wire::feature(value.cursor(record))?
-        };
-        // Later entries win, as protobuf map merging does.
-        slots[slot as usize] = (generation, value, feature);
-        Ok(true)
-    })?;
+    for_each_entry(
+        features,
+        keys,
+        &mut found.predictor,
+        lists,
+        |slot, value| {
+            let feature = if lists {
+                FeatureRef::default()
+            } else {
+                wire::feature(value.cursor(record))?
+            };
+            // Later entries win, as protobuf map merging does.
+            slots[slot as usize] = (generation, value, feature);
+            Ok(true)
+        },
+    )?;
     Ok(())
 }
 
@@ -1183,10 +1220,18 @@ impl<'r> Ctx<'r> {
     ) -> Hot<()> {
         let mut c = list.cursor(self.record);
         while !c.at_end() {
+            let offset = c.offset();
             let (field, wt) = c.tag().map_err(|e| self.malformed(e))?;
             if field != 1 || wt != LEN {
-                c.skip(wt).map_err(|e| self.malformed(e))?;
-                continue;
+                // TensorFlow refuses any other field in a FeatureList it
+                // parses ("Error in sequence feature").
+                return Err(Box::new(Error::UnknownField {
+                    at: self.at.clone().with_feature(name).into(),
+                    message: "FeatureList",
+                    field: u64::from(field),
+                    wire_type: wt as u8,
+                    offset,
+                }));
             }
             let step = c.message().map_err(|e| self.malformed(e))?;
             let feature = wire::feature(step).map_err(|e| self.malformed(e))?;

@@ -61,6 +61,27 @@ pub enum Error {
         /// Byte offset within the record.
         offset: usize,
     },
+    /// A `Features` or `FeatureLists` message holds a field other than
+    /// its map (field 1, length-delimited), or a `FeatureList` that is
+    /// parsed one other than its features. Protobuf would skip it;
+    /// TensorFlow's parser refuses the record, and so does grist.
+    #[error(
+        "{at}: could not parse {message}: field {field} (wire type {wire_type}) \
+         is not its feature map, at byte {offset}"
+    )]
+    UnknownField {
+        /// The record.
+        at: Box<Location>,
+        /// The message holding it (`"Features"`, `"FeatureLists"`,
+        /// `"FeatureList"`: then the location names the feature).
+        message: &'static str,
+        /// The field number.
+        field: u64,
+        /// The wire type.
+        wire_type: u8,
+        /// Byte offset of the field's tag within the record.
+        offset: usize,
+    },
     /// One feature of a record does not fit its spec.
     #[error("{at}: {problem}")]
     Feature {
@@ -152,6 +173,7 @@ impl Error {
             | Error::Truncated { at, .. }
             | Error::Decompress { at, .. }
             | Error::Malformed { at, .. }
+            | Error::UnknownField { at, .. }
             | Error::Feature { at, .. }
             | Error::BatchTooLarge { at, .. }
             | Error::RecordTooLarge { at, .. } => Some(at.as_ref()),
@@ -182,6 +204,7 @@ impl Error {
             | Error::Truncated { at, .. }
             | Error::Decompress { at, .. }
             | Error::Malformed { at, .. }
+            | Error::UnknownField { at, .. }
             | Error::Feature { at, .. }
             | Error::BatchTooLarge { at, .. }
             | Error::RecordTooLarge { at, .. } => Some(at.as_mut()),
@@ -213,6 +236,7 @@ impl FormatError for Error {
             | Error::Truncated { .. }
             | Error::Decompress { .. }
             | Error::Malformed { .. }
+            | Error::UnknownField { .. }
             | Error::Feature { .. }
             | Error::BadIndex { .. } => ErrorKind::Data,
             Error::RecordOutOfRange { .. } | Error::NeedsUncompressed { .. } => ErrorKind::Argument,

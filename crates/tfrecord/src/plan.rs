@@ -457,6 +457,14 @@ fn sequence_column(spec: &FeatureSpec, keys: &mut KeyTable) -> Result<SequencePl
     let name = spec.name();
     Ok(match spec {
         FeatureSpec::FixedLenSequence(f) => {
+            // tf.io.parse_sequence_example refuses any default here, before
+            // reading (parse_example takes it as the padding value).
+            if f.default.is_some() {
+                return Err(invalid(
+                    name,
+                    format!("Value feature_list.dense_defaults[{name}] must be None"),
+                ));
+            }
             let item_shape = fixed_shape(name, &f.shape)?;
             SequencePlan::Dense {
                 key: keys.intern(name),

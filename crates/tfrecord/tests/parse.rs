@@ -56,7 +56,9 @@ fn run_parse(parse: &Value, records: &[Vec<u8>], file: &Arc<str>) -> Outcome {
 fn tf_error_class(e: &Error) -> &'static str {
     match e {
         Error::Spec(_) => "ValueError",
-        Error::Feature { .. } | Error::Malformed { .. } => "InvalidArgumentError",
+        Error::Feature { .. } | Error::Malformed { .. } | Error::UnknownField { .. } => {
+            "InvalidArgumentError"
+        }
         _ => "other",
     }
 }

@@ -1,6 +1,7 @@
 //! The integration tests of grist-tfrecord (one binary, one module per
 //! area).
 
+mod conformance;
 mod differential;
 mod errors;
 mod framing;
