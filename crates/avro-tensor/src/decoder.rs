@@ -11,8 +11,9 @@ use grist_tensor::{
     Values, varint,
 };
 
-use crate::datum::{DatumError, Reader};
+use crate::datum::{DatumError, DatumResult, Reader};
 use crate::error::{Error, Result};
+use crate::general;
 use crate::plan::{FieldPlan, Leaf, Plan, SparsePart, Step, check_specs};
 use crate::schema::{Node, Schema};
 use grist_tensor::{FeatureProblem, Location};
@@ -65,13 +66,20 @@ pub struct AvroDecoder {
     index: Vec<i64>,
     per_row: Vec<(f64, f64)>,
     spare: Spare,
+    /// The key-expression path, when the specs need it (`general.rs`).
+    general: Option<Box<general::Plans>>,
 }
 
 impl AvroDecoder {
     /// A decoder for `specs` (dense, sparse or varlen; other kinds are
     /// rejected by name).
     pub fn new(specs: &[FeatureSpec]) -> Result<Self> {
-        check_specs(specs)?;
+        let general = general::wanted(specs);
+        if general {
+            general::check_specs(specs)?;
+        } else {
+            check_specs(specs)?;
+        }
         Ok(AvroDecoder {
             specs: specs.into(),
             plans: HashMap::new(),
@@ -82,6 +90,7 @@ impl AvroDecoder {
             index: Vec::new(),
             per_row: Vec::new(),
             spare: Spare(None),
+            general: general.then(Box::default),
         })
     }
 
@@ -103,6 +112,9 @@ impl AvroDecoder {
     /// the schema.
     pub fn add_schema(&mut self, file: impl Into<Arc<str>>, schema_json: &str) -> Result<()> {
         let file = file.into();
+        if let Some(g) = &mut self.general {
+            return g.add_schema(&self.specs, file, schema_json);
+        }
         let plan = match self.by_schema.get(schema_json) {
             Some(p) => p.clone(),
             None => {
@@ -139,6 +151,9 @@ impl AvroDecoder {
 
     /// Whether the writer schema of `file` is registered.
     pub(crate) fn knows(&self, file: &Arc<str>) -> bool {
+        if let Some(g) = &self.general {
+            return g.knows(file);
+        }
         matches!(&self.last, Some((f, _)) if Arc::ptr_eq(f, file)) || self.plans.contains_key(file)
     }
 
@@ -162,7 +177,10 @@ impl AvroDecoder {
 
     fn new_batch_with(&self, rows: usize, spare: Option<Batch>) -> BatchBuilder {
         let mut b = BatchBuilder::new();
-        for spec in self.specs.iter() {
+        if self.general.is_some() {
+            general::new_columns(&self.specs, &self.limits, &mut b);
+        }
+        for spec in self.specs.iter().filter(|_| self.general.is_none()) {
             let builder = match spec {
                 FeatureSpec::Dense(d) => ColumnBuilder::Dense(DenseBuilder::new(
                     d.dtype,
@@ -238,6 +256,18 @@ impl AvroDecoder {
         rows: Range<usize>,
         out: &mut BatchBuilder,
     ) -> Result<usize> {
+        if let Some(g) = &mut self.general {
+            return g.decode_block(
+                &self.specs,
+                file,
+                block,
+                first_record,
+                data,
+                record_count,
+                rows,
+                out,
+            );
+        }
         let at = || Location::block(file.clone(), block);
         let plan = match &self.last {
             Some((last, plan)) if Arc::ptr_eq(last, file) => plan.clone(),
@@ -460,7 +490,12 @@ fn leaf_size(leaf: Leaf) -> usize {
 
 /// Reads one leaf value into `out` (whose dtype the plan checked).
 #[inline]
-fn read_leaf(r: &mut Reader<'_>, schema: &Schema, leaf: Leaf, out: &mut Values) -> Hot<()> {
+pub(crate) fn read_leaf(
+    r: &mut Reader<'_>,
+    schema: &Schema,
+    leaf: Leaf,
+    out: &mut Values,
+) -> DatumResult<()> {
     match (leaf, out) {
         (Leaf::Int, Values::Int32(v)) => v.push(r.int()?),
         (Leaf::Int, Values::Int64(v)) => v.push(r.int()? as i64),
