@@ -415,6 +415,51 @@ fn short(name: &str) -> &str {
     name.rsplit('.').next().unwrap_or(name)
 }
 
+/// The record names of a union's branches.
+fn items_names<'s>(branches: &[usize], schema: &'s Schema) -> Vec<&'s str> {
+    branches
+        .iter()
+        .filter_map(|&b| match schema.node(b) {
+            Node::Record { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// How a path continues into union branch `b`: `Some(k)` when its first
+/// `k` field steps name the branch's type (`Rock`, or with its namespace
+/// `ex.Rock`), `Some(0)` when they name no branch of the union (the path
+/// goes into every branch), `None` when they name another branch.
+fn type_steps(schema: &Schema, names: &[&str], b: usize, steps: &[Step]) -> Option<usize> {
+    let fields: Vec<&str> = steps
+        .iter()
+        .map_while(|s| match s {
+            Step::Field(f) => Some(f.as_str()),
+            _ => None,
+        })
+        .collect();
+    // The longest run of steps that names a branch type.
+    let named = (1..=fields.len()).rev().find_map(|k| {
+        let joined = fields[..k].join(".");
+        names
+            .iter()
+            .find(|n| **n == joined || short(n) == short(&joined))
+            .map(|n| (k, *n))
+    });
+    match (named, schema.node(b)) {
+        (None, _) => Some(0),
+        (Some((k, n)), Node::Record { name, fields }) if name == n => {
+            // A field of the same name as the type wins over the type.
+            if k == 1 && fields.iter().any(|(f, _)| f == n) {
+                Some(0)
+            } else {
+                Some(k)
+            }
+        }
+        _ => None,
+    }
+}
+
 struct Compiler<'a> {
     schema: &'a Schema,
     /// Per target: whether a leaf was bound, and why not (the last reason).
@@ -482,22 +527,14 @@ impl Compiler<'_> {
                     // A step naming this branch's type selects it alone.
                     let mut mine = Vec::new();
                     for it in &items {
-                        let named = match (it.steps.first(), schema.node(b)) {
-                            (Some(Step::Field(n)), Node::Record { name, fields })
-                                if !fields.iter().any(|(f, _)| f == n) =>
-                            {
-                                Some(n == name || short(n) == short(name))
-                            }
-                            _ => None,
-                        };
-                        match named {
-                            Some(true) => {
+                        match type_steps(schema, &items_names(branches, schema), b, &it.steps) {
+                            Some(0) => mine.push(it.clone()),
+                            Some(k) => {
                                 let mut it = it.clone();
-                                it.steps.remove(0);
+                                it.steps.drain(..k);
                                 mine.push(it);
                             }
-                            Some(false) => {}
-                            None => mine.push(it.clone()),
+                            None => {}
                         }
                     }
                     progs.push(self.compile(b, mine, depth + 1));
