@@ -70,9 +70,10 @@ enum Out {
     /// A sparse tensor with one dimension per variable step; `Some` sizes
     /// are checked.
     Varlen { dims: Vec<Option<usize>> },
-    /// tf.Example's `SparseFeature`: index lists and values zipped per
-    /// record, sorted by index.
-    Sparse { size: Vec<i64> },
+    /// A sparse feature: index lists and values zipped per record,
+    /// sorted by index unless the spec says they are sorted or is in
+    /// ATDS's form (stored order).
+    Sparse { size: Vec<i64>, sort: bool },
     /// A ragged tensor, one ragged dimension per variable step.
     Ragged,
 }
@@ -175,6 +176,21 @@ struct Item {
     /// Whether a field step at an array implies `[*]` (the keys of a
     /// sparse feature are fields of the elements its path names).
     star_before_field: bool,
+}
+
+/// The index keys and the value key of a sparse feature: its own, or
+/// ATDS's `indices0..` and `values`.
+fn sparse_keys(sp: &grist_tensor::SparseSpec) -> (Vec<String>, String) {
+    match (&sp.index_key, &sp.value_key) {
+        (Some(_), Some(v)) => (sp.index_keys().to_vec(), v.clone()),
+        (Some(_), None) => (sp.index_keys().to_vec(), String::new()),
+        (None, _) => (
+            (0..sp.dense_shape().len())
+                .map(|k| format!("indices{k}"))
+                .collect(),
+            "values".into(),
+        ),
+    }
 }
 
 /// The number of variable steps (`[*]`, filters) of a path.
@@ -286,14 +302,14 @@ pub(crate) fn check_specs(specs: &[FeatureSpec]) -> Result<()> {
                 }
             }
             FeatureSpec::Sparse(sp) => {
-                let keys = sp.index_keys();
+                let (keys, value) = sparse_keys(sp);
                 let size = sp.dense_shape();
-                if keys.is_empty() || sp.value_key.is_none() {
+                if size.is_empty() {
                     return Err(spec_error(
                         name,
-                        "a sparse feature named by a key expression needs `index_key` and \
-                         `value_key` (the ATDS form, a record of indices0.. and values, \
-                         takes plain names only)",
+                        "a sparse feature needs `index_key`, `value_key` and `size` \
+                         (tf.Example's form) or `shape` (ATDS's: a record of indices0.. and \
+                         values)",
                     ));
                 }
                 if size.len() != keys.len() || size.iter().any(|&d| d < 0) {
@@ -302,7 +318,7 @@ pub(crate) fn check_specs(specs: &[FeatureSpec]) -> Result<()> {
                         "`size` must give one known size per index key",
                     ));
                 }
-                for k in keys.iter().chain(sp.value_key.as_ref()) {
+                for k in keys.iter().chain([&value]) {
                     let k = k.strip_prefix('@').unwrap_or(k);
                     keyexpr::parse(k).map_err(|e| spec_error(name, format!("{e} in {k:?}")))?;
                 }
@@ -890,18 +906,23 @@ impl GeneralPlan {
                             }
                         }
                     };
-                    for (k, key) in sp.index_keys().iter().enumerate() {
+                    // tf.Example's form names fields of the elements of
+                    // the feature's array; ATDS's names arrays of a record.
+                    let atds = sp.index_key.is_none();
+                    let (keys, value_key) = sparse_keys(sp);
+                    for (k, key) in keys.iter().enumerate() {
                         let mut it = item(Slot::Index(k), keyed(key)?, true, false);
-                        it.star_before_field = !key.starts_with('@');
+                        it.star_before_field = !atds && !key.starts_with('@');
                         items.push(it);
                     }
-                    let value_key = sp.value_key.as_deref().unwrap_or_default();
-                    let mut it = item(Slot::Values, keyed(value_key)?, true, false);
-                    it.star_before_field = !value_key.starts_with('@');
+                    let mut it = item(Slot::Values, keyed(&value_key)?, true, false);
+                    it.star_before_field = !atds && !value_key.starts_with('@');
                     items.push(it);
-                    index_lists[feat] = sp.index_keys().len();
+                    index_lists[feat] = keys.len();
                     outs.push(Out::Sparse {
                         size: sp.dense_shape(),
+                        // ATDS returns entries in stored order.
+                        sort: !atds && !sp.already_sorted,
                     });
                 }
                 other => {
@@ -1439,8 +1460,8 @@ impl<'b> Run<'_, 'b> {
                     }
                     p.steps.push(if *item_len == 0 { 0 } else { steps });
                 }
-                (Out::Sparse { size }, ColumnBuilder::Sparse(s)) => {
-                    sparse_row(self.st, self.row, f, size, s)?;
+                (Out::Sparse { size, sort }, ColumnBuilder::Sparse(s)) => {
+                    sparse_row(self.st, self.row, f, size, *sort, s)?;
                 }
                 (Out::Ragged, ColumnBuilder::Ragged(g)) => g.end_row(),
                 _ => {}
@@ -1457,6 +1478,7 @@ fn sparse_row(
     row: i64,
     f: usize,
     size: &[i64],
+    sort: bool,
     s: &mut SparseBuilder,
 ) -> Hot<()> {
     {
@@ -1491,13 +1513,15 @@ fn sparse_row(
         // returns them.
         st.order.clear();
         st.order.extend(0..nnz);
-        st.order.sort_by(|&a, &b| {
-            lists
-                .iter()
-                .map(|l| l[a].cmp(&l[b]))
-                .find(|o| o.is_ne())
-                .unwrap_or(std::cmp::Ordering::Equal)
-        });
+        if sort {
+            st.order.sort_by(|&a, &b| {
+                lists
+                    .iter()
+                    .map(|l| l[a].cmp(&l[b]))
+                    .find(|o| o.is_ne())
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            });
+        }
         s.values.reserve(nnz);
         for &j in &st.order {
             s.values.extend_from_range(vals, j..j + 1);
