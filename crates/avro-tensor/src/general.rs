@@ -1658,18 +1658,17 @@ pub(crate) fn decode_block(
     let end = rows.end.min(record_count);
     for i in 0..end {
         let record = first_record.saturating_add(i as u64);
-        let res = if i < rows.start {
-            r.skip(schema, schema.root, 1).map_err(Fail::from)
-        } else {
-            out.begin_row();
-            let row = out.next_row() as i64;
-            let res = decode_record(plan, st, &mut r, data, row, out.columns_mut());
-            match &res {
-                Ok(()) => out.end_row(),
-                Err(_) => out.discard_row(),
-            }
-            res
-        };
+        // Rows before `rows` are decoded and dropped rather than skipped
+        // by schema: the program reads map entries a skip would jump
+        // over by their block size, so only decoding consumes exactly the
+        // bytes (and finds exactly the errors) that decoding does.
+        out.begin_row();
+        let row = out.next_row() as i64;
+        let res = decode_record(plan, st, &mut r, data, row, out.columns_mut());
+        match &res {
+            Ok(()) if i >= rows.start => out.end_row(),
+            _ => out.discard_row(),
+        }
         if let Err(e) = res {
             return Err(match e {
                 Fail::Datum(d) => Error::Datum {
