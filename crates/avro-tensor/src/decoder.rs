@@ -479,7 +479,7 @@ fn with_col(f: Fail, col: usize) -> Fail {
 
 /// The fewest bytes one leaf takes (at least 1, so that a count of items
 /// is always bounded by the bytes left).
-fn leaf_size(leaf: Leaf) -> usize {
+pub(crate) fn leaf_size(leaf: Leaf) -> usize {
     match leaf {
         Leaf::Float => 4,
         Leaf::Double => 8,
@@ -532,13 +532,13 @@ pub(crate) fn read_leaf(
 
 /// Reads `count` leaves into `out`, in bulk where the encoding allows.
 #[inline]
-fn read_leaves(
+pub(crate) fn read_leaves(
     r: &mut Reader<'_>,
     schema: &Schema,
     leaf: Leaf,
     count: usize,
     out: &mut Values,
-) -> Hot<()> {
+) -> DatumResult<()> {
     match (leaf, &mut *out) {
         (Leaf::Float, Values::Float32(v)) => {
             let bytes = r.take(count * 4)?;

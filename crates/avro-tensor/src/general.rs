@@ -20,7 +20,7 @@ use grist_tensor::{
 };
 
 use crate::datum::{DatumError, MAX_DEPTH, Reader};
-use crate::decoder::read_leaf;
+use crate::decoder::{leaf_size, read_leaf, read_leaves};
 use crate::error::{Error, Result};
 use crate::keyexpr::{self, KeyExpr, Operand, Step};
 use crate::plan::Leaf;
@@ -1269,6 +1269,15 @@ impl<'b> Run<'_, 'b> {
         children: &[Child],
         depth: usize,
     ) -> Hot<()> {
+        if let [c] = children {
+            if let (Sel::Star, Prog::Leaf { leaf, targets }) = (&c.sel, &c.prog) {
+                if let [t] = targets.as_slice() {
+                    if t.slot == Slot::Values && self.st.sparse_vals[t.feat].is_none() {
+                        return self.leaves(r, *leaf, t.feat, c);
+                    }
+                }
+            }
+        }
         let base = self.st.sel.len();
         self.st.sel.resize(base + children.len(), 0);
         let single = matches!(children, [c] if matches!(c.sel, Sel::Star));
@@ -1309,6 +1318,39 @@ impl<'b> Run<'_, 'b> {
         let res = self.close(children, base, n);
         self.st.sel.truncate(base);
         res
+    }
+
+/// `arr[*]` over an array of leaves, for one feature: values read in
+    /// bulk where the encoding allows (floats and doubles are copied).
+    fn leaves(&mut self, r: &mut Reader<'b>, leaf: Leaf, f: usize, c: &Child) -> Hot<()> {
+        let level = c.dims.first().map(|d| d.1);
+        let mut n = 0usize;
+        loop {
+            let count = r.block_count(leaf_size(leaf))?;
+            if count == 0 {
+                break;
+            }
+            match &mut self.cols[f].builder {
+                ColumnBuilder::Dense(d) => read_leaves(r, self.schema, leaf, count, &mut d.values)?,
+                ColumnBuilder::Padded(p) => read_leaves(r, self.schema, leaf, count, &mut p.values)?,
+                ColumnBuilder::Ragged(g) => read_leaves(r, self.schema, leaf, count, &mut g.values)?,
+                ColumnBuilder::Sparse(s) => {
+                    read_leaves(r, self.schema, leaf, count, &mut s.values)?;
+                    let idx = &mut self.st.idx[f];
+                    s.indices.reserve(count * (idx.len() + 1));
+                    for k in 0..count {
+                        if let Some(l) = level {
+                            idx[l] = (n + k) as i64;
+                        }
+                        s.indices.push(self.row);
+                        s.indices.extend_from_slice(idx);
+                    }
+                }
+            }
+            self.st.count[f] += count;
+            n += count;
+        }
+        self.end_selected(c, n)
     }
 
     fn close(&mut self, children: &[Child], base: usize, n: u64) -> Hot<()> {
