@@ -1320,7 +1320,7 @@ impl<'b> Run<'_, 'b> {
         res
     }
 
-/// `arr[*]` over an array of leaves, for one feature: values read in
+    /// `arr[*]` over an array of leaves, for one feature: values read in
     /// bulk where the encoding allows (floats and doubles are copied).
     fn leaves(&mut self, r: &mut Reader<'b>, leaf: Leaf, f: usize, c: &Child) -> Hot<()> {
         let level = c.dims.first().map(|d| d.1);
@@ -1332,8 +1332,12 @@ impl<'b> Run<'_, 'b> {
             }
             match &mut self.cols[f].builder {
                 ColumnBuilder::Dense(d) => read_leaves(r, self.schema, leaf, count, &mut d.values)?,
-                ColumnBuilder::Padded(p) => read_leaves(r, self.schema, leaf, count, &mut p.values)?,
-                ColumnBuilder::Ragged(g) => read_leaves(r, self.schema, leaf, count, &mut g.values)?,
+                ColumnBuilder::Padded(p) => {
+                    read_leaves(r, self.schema, leaf, count, &mut p.values)?
+                }
+                ColumnBuilder::Ragged(g) => {
+                    read_leaves(r, self.schema, leaf, count, &mut g.values)?
+                }
                 ColumnBuilder::Sparse(s) => {
                     read_leaves(r, self.schema, leaf, count, &mut s.values)?;
                     let idx = &mut self.st.idx[f];
