@@ -458,3 +458,46 @@ fn atds_sparse_records_read_the_same_on_the_general_plan() {
         json!({"kind": "dense", "dtype": "int64", "shape": [2], "values": [1, 2]}),
     );
 }
+
+/// `[*]` on a map takes every value (in stored order); a sequence without
+/// `allow_missing` fails on a null on its path, with it the row is empty.
+#[test]
+fn map_values_and_sequences_cut_by_nulls() {
+    let got = decode(
+        &people(),
+        &specs(json!([
+            {"name": "cars[*].year", "kind": "varlen", "dtype": "int32"},
+            {"name": "pet.kind", "kind": "fixed_len_sequence", "dtype": "string",
+             "shape": [], "allow_missing": true, "default": "-"}
+        ])),
+    )
+    .unwrap();
+    let years = &got["outputs"]["cars[*].year"];
+    assert_eq!(years["indices"], json!([[0, 0], [1, 0], [1, 1], [2, 0]]));
+    let mut second: Vec<i64> = years["values"].as_array().unwrap()[1..3]
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    second.sort_unstable();
+    assert_eq!(second, [2000, 2001]);
+    check(
+        &got["outputs"]["pet.kind"],
+        json!({"kind": "dense", "dtype": "string", "shape": [3, 1],
+               "values": ["cat", "-", "-"]}),
+    );
+    let err = decode(
+        &people(),
+        &specs(json!([
+            {"name": "pet.kind", "kind": "fixed_len_sequence", "dtype": "string",
+             "shape": [], "allow_missing": false}
+        ])),
+    )
+    .unwrap_err();
+    let Error::Feature { at, .. } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(
+        (at.record, at.feature.as_deref()),
+        (Some(1), Some("pet.kind"))
+    );
+}
