@@ -187,5 +187,9 @@ fuzz_target!(|input: &[u8]| {
         assert_eq!((&*at.file, at.block), ("fuzz", Some(3)), "{e}");
     }
     let parts = decode(&mut general, &file, data, count, Some(split));
-    assert_eq!(outcome(&whole), outcome(&parts), "key expressions: split at {split}");
+    assert_eq!(
+        outcome(&whole),
+        outcome(&parts),
+        "key expressions: split at {split}"
+    );
 });
