@@ -1,5 +1,7 @@
 //! Spec inference from a writer schema, in the ATDS layout the decoder
-//! reads: the inverse of [`schema_for_specs`](crate::schema_for_specs).
+//! reads (the inverse of [`schema_for_specs`](crate::schema_for_specs)),
+//! and key expressions for what that layout lacks: the leaves of nested
+//! records (`name.first`) and of arrays of records (`points[*].x`).
 
 use std::collections::BTreeMap;
 
