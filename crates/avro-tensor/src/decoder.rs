@@ -47,6 +47,13 @@ impl Clone for Spare {
 /// features from primitives or nested arrays, sparse features from records
 /// of `indices0..` and `values` arrays, varlen features from nested arrays.
 ///
+/// Specs whose names are key expressions (`name.first`, `friends[*].x`,
+/// `cars['nick'].color`, `friends[gender='m'].x`, ...), or that need a
+/// kind or form ATDS lacks (ragged, fixed_len_sequence, dense `[-1, ...]`,
+/// sparse with `index_key`/`value_key`), or name TensorFlow's classes
+/// (`tf_class`), take tensorflow-io's `parse_avro` mapping instead, for
+/// any schema and without type promotion (`docs/AVRO-KEY-EXPRESSIONS.md`).
+///
 /// Build it once from the specs, register each file's writer schema with
 /// [`add_schema`](Self::add_schema) (a plan is compiled once per distinct
 /// schema), then decode blocks. Clone it to decode on several threads.
@@ -71,8 +78,10 @@ pub struct AvroDecoder {
 }
 
 impl AvroDecoder {
-    /// A decoder for `specs` (dense, sparse or varlen; other kinds are
-    /// rejected by name).
+    /// A decoder for `specs`. On the ATDS plan: dense, sparse or varlen
+    /// (other kinds are rejected by name); on the key-expression plan also
+    /// ragged and fixed_len_sequence. Key-expression syntax errors are
+    /// rejected here, naming the feature.
     pub fn new(specs: &[FeatureSpec]) -> Result<Self> {
         let general = general::wanted(specs);
         if general {
