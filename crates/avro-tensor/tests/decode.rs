@@ -329,3 +329,56 @@ fn sparse_shapes_must_give_every_size() {
     let err = AvroDecoder::new(&specs).unwrap_err().to_string();
     assert!(err.contains("sp") && err.contains("-1"), "{err}");
 }
+
+/// The key-expression plan reads ATDS's own cases as ATDS does: every ATDS
+/// parse without sparse features, its features marked as TensorFlow's
+/// classes (which takes the general plan), gives the manifest's batches.
+#[test]
+fn atds_parses_read_the_same_on_the_key_expression_plan() {
+    let mut checked = 0;
+    for case in corpus::cases("avro") {
+        let (schemas, blocks, container_error) = read_blocks(&case.files);
+        if container_error.is_some() {
+            continue;
+        }
+        for parse in case.parses() {
+            let id = format!("{}/{}", case.name, parse["id"].as_str().unwrap_or("?"));
+            if is_generic(parse) || parse["outcome"] != "ok" {
+                continue;
+            }
+            let mut spec = SpecFile::from_value(parse).unwrap();
+            if spec
+                .features
+                .iter()
+                .any(|f| matches!(f, grist_tensor::FeatureSpec::Sparse(_)))
+            {
+                continue;
+            }
+            for f in &mut spec.features {
+                match f {
+                    grist_tensor::FeatureSpec::Dense(d) => d.tf_class = Some("general".into()),
+                    grist_tensor::FeatureSpec::Varlen(v) => v.tf_class = Some("general".into()),
+                    _ => {}
+                }
+            }
+            let mut decoder = AvroDecoder::new(&spec.features).unwrap();
+            for (file, schema) in &schemas {
+                decoder
+                    .add_schema(file.clone(), schema)
+                    .unwrap_or_else(|e| panic!("{id}: {e}"));
+            }
+            let (batch, drop) = (spec.batch_size.unwrap(), spec.drop_remainder == Some(true));
+            let (batches, error) = decode_all(&mut decoder, &blocks, batch, drop, true);
+            assert!(error.is_none(), "{id}: {error:?}");
+            let expected = parse["batches"].as_array().unwrap();
+            assert_eq!(batches.len(), expected.len(), "{id}");
+            for (i, (want, got)) in expected.iter().zip(&batches).enumerate() {
+                if let Err(m) = compare_json(want, got) {
+                    panic!("{id}: batch {i}: {m}\nexpected {want}\nactual   {got}");
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3, "only {checked} parses");
+}
