@@ -225,9 +225,10 @@ fn field(schema: &Schema, name: &str, node: usize) -> std::result::Result<Field,
                 format!("{} has no field to read", schema.type_name(node)),
             ),
         },
-        Node::Map(_) => {
-            Err("maps are read through key expressions, which the ATDS layout does not have".into())
-        }
+        Node::Map(_) => Err(format!(
+            "maps have no keys in the schema to name: read one with a key expression \
+                 such as {name}['key']"
+        )),
         Node::Union(_) => Err(format!(
             "union {} is not [null, T]: the ATDS reader reads no other union",
             schema.type_name(node)
