@@ -501,3 +501,35 @@ fn map_values_and_sequences_cut_by_nulls() {
         (Some(1), Some("pet.kind"))
     );
 }
+
+/// Every prefix of the corpus's key-expression files through each of
+/// their parses: blocks that end inside the prefix decode (or fail as the
+/// whole file does), nothing panics, errors carry a location.
+#[test]
+fn every_prefix_of_the_generic_corpus_files() {
+    let mut checked = 0;
+    for case in grist_testkit::corpus::cases("avro") {
+        if !case.name.starts_with("avro_generic_") {
+            continue;
+        }
+        let bytes = std::fs::read(&case.files[0]).unwrap();
+        for parse in case.parses() {
+            let Ok(spec) = grist_tensor::SpecFile::from_value(parse) else {
+                continue;
+            };
+            for n in 0..=bytes.len() {
+                match decode(&bytes[..n], &spec.features) {
+                    Ok(_) => {}
+                    Err(Error::Schema { .. } | Error::Spec(_)) => {}
+                    Err(e) => {
+                        if let Some(at) = e.location() {
+                            assert_eq!(&*at.file, "t.avro", "{e}");
+                        }
+                    }
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 1000, "{checked}");
+}
