@@ -382,7 +382,9 @@ fn truncated_files_never_panic() {
     ] {
         let case = corpus::case("avro", name);
         let spec = dir.path().join(format!("{name}.json"));
-        let parse = case.parses().iter().find(|p| !is_generic(p));
+        // The first parse that succeeds (key expressions for the generic
+        // case).
+        let parse = case.parses().iter().find(|p| p["outcome"] == "ok");
         let parse = parse.cloned().unwrap_or(json!({"features": []}));
         std::fs::write(&spec, serde_json::to_string(&parse).unwrap()).unwrap();
         let spec = spec.to_str().unwrap().to_string();
