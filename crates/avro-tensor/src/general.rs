@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use grist_tensor::{
     BatchBuilder, BuilderColumn, ColumnBuilder, DType, DenseBuilder, FeatureProblem, FeatureSpec,
-    Limits, Location, PaddedBuilder, PartitionKind, RaggedBuilder, Section, SparseBuilder,
-    TensorError, UNKNOWN_DIM, Values, resolve_default, shape_elements,
+    Limits, Location, MAX_DEFAULT_VALUES, PaddedBuilder, PartitionKind, RaggedBuilder, Section,
+    SparseBuilder, TensorError, UNKNOWN_DIM, Values, resolve_default, shape_elements,
 };
 
 use crate::datum::{DatumError, MAX_DEPTH, Reader};
@@ -226,6 +226,18 @@ fn zero(dtype: DType) -> serde_json::Value {
     }
 }
 
+/// Refuses padded items larger than a default may fill: the padding item
+/// is materialised once per column, sized by the spec alone.
+fn padded_item(name: &str, n: usize) -> Result<()> {
+    if n > MAX_DEFAULT_VALUES {
+        return Err(spec_error(
+            name,
+            format!("an item of {n} values is more than padding may fill ({MAX_DEFAULT_VALUES})"),
+        ));
+    }
+    Ok(())
+}
+
 /// The rank of a varlen feature: its shape, its rank, or its variable
 /// steps (at least one).
 fn varlen_dims(v: &grist_tensor::VarlenSpec) -> Result<Vec<Option<usize>>> {
@@ -284,6 +296,9 @@ pub(crate) fn check_specs(specs: &[FeatureSpec]) -> Result<()> {
                 };
                 let n = shape_elements(fixed)
                     .ok_or_else(|| spec_error(name, format!("shape {:?} is too large", d.shape)))?;
+                if fixed.len() < d.shape.len() {
+                    padded_item(name, n)?;
+                }
                 if let Some(v) = &d.default {
                     resolve_default(name, d.dtype, v, n)?;
                 }
@@ -294,6 +309,7 @@ pub(crate) fn check_specs(specs: &[FeatureSpec]) -> Result<()> {
                 }
                 let n = shape_elements(&f.shape)
                     .ok_or_else(|| spec_error(name, format!("shape {:?} is too large", f.shape)))?;
+                padded_item(name, n)?;
                 if let Some(v) = &f.default {
                     // A scalar or one item's worth.
                     if resolve_default(name, f.dtype, v, n).is_err() {

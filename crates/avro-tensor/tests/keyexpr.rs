@@ -349,6 +349,18 @@ fn plan_errors_name_the_file_and_the_feature() {
         assert_eq!((&**file, feature.as_str()), ("t.avro", name.as_str()));
         assert!(reason.contains(want), "{name}: {reason}");
     }
+    // A padded item the spec alone makes huge is refused up front.
+    for spec in [
+        json!({"name": "m[*][*]", "kind": "dense", "dtype": "int32", "shape": [-1, 1_i64 << 40]}),
+        json!({"name": "m[*][*]", "kind": "fixed_len_sequence", "dtype": "int32",
+               "shape": [1_i64 << 40], "default": 0}),
+    ] {
+        let err = AvroDecoder::new(&specs(json!([spec]))).unwrap_err();
+        assert!(
+            matches!(err, Error::Spec(_)) && err.to_string().contains("m[*][*]"),
+            "{err}"
+        );
+    }
     // Bad syntax is refused before any file, naming the feature.
     for name in ["a[", "a..b", "cars['x"] {
         let err = AvroDecoder::new(&specs(json!([
