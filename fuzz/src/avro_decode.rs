@@ -221,6 +221,48 @@ pub fn configs() -> &'static [Config] {
     })
 }
 
+/// A nested writer schema (records in arrays, a map, unions, an enum)
+/// and key-expression specs of every kind over it: the general plan,
+/// run by the target on the same bytes as the selected configuration.
+pub fn keyexpr_config() -> &'static (String, Vec<FeatureSpec>) {
+    static CONFIG: OnceLock<(String, Vec<FeatureSpec>)> = OnceLock::new();
+    CONFIG.get_or_init(|| {
+        let schema = r#"{"type": "record", "name": "P", "fields": [
+            {"name": "name", "type": {"type": "record", "name": "N", "fields": [
+                {"name": "first", "type": "string"}]}},
+            {"name": "h", "type": ["null", "float"]},
+            {"name": "c", "type": {"type": "enum", "name": "C", "symbols": ["R", "G"]}},
+            {"name": "fr", "type": {"type": "array", "items": {"type": "record", "name": "F",
+                "fields": [{"name": "g", "type": "string"}, {"name": "x", "type": "long"},
+                           {"name": "v", "type": ["null", {"type": "array", "items": "int"}]}]}}},
+            {"name": "cars", "type": {"type": "map", "values": {"type": "record", "name": "Car",
+                "fields": [{"name": "y", "type": "int"}]}}},
+            {"name": "sp", "type": {"type": "array", "items": {"type": "record", "name": "E",
+                "fields": [{"name": "i", "type": "long"}, {"name": "w", "type": "float"}]}}}]}"#;
+        let specs = serde_json::from_str(
+            r#"[{"name": "name.first", "kind": "dense", "dtype": "string", "shape": []},
+                {"name": "h", "kind": "dense", "dtype": "float32", "shape": [], "default": 0.0,
+                 "tf_class": "tf.io.FixedLenFeature"},
+                {"name": "fr[*].x", "kind": "dense", "dtype": "int64", "shape": [-1],
+                 "default": -1},
+                {"name": "fr[g='m'].v[*]", "kind": "varlen", "dtype": "int32"},
+                {"name": "fr[g=@name.first].x", "kind": "varlen", "dtype": "int64"},
+                {"name": "fr[0].g", "kind": "dense", "dtype": "string", "shape": [],
+                 "default": ""},
+                {"name": "cars['k'].y", "kind": "dense", "dtype": "int32", "shape": []},
+                {"name": "rg", "value_key": "fr[*].v[*]", "kind": "ragged", "dtype": "int32"},
+                {"name": "sp[*].i", "kind": "fixed_len_sequence", "dtype": "int64",
+                 "shape": [], "allow_missing": true},
+                {"name": "sp", "kind": "sparse", "dtype": "float32", "index_key": "i",
+                 "value_key": "w", "size": 16},
+                {"name": "c", "kind": "dense", "dtype": "string", "shape": [],
+                 "tf_class": "tf.io.FixedLenFeature"}]"#,
+        )
+        .expect("key-expression specs");
+        (schema.to_string(), specs)
+    })
+}
+
 // ---------------------------------------------------------------------
 // Valid datums
 // ---------------------------------------------------------------------
@@ -479,4 +521,27 @@ pub fn valid_block(schema: &str, specs: &[FeatureSpec], records: usize, seed: u6
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use grist_avro_tensor::AvroDecoder;
+
+    /// The key-expression configuration compiles against its schema; a
+    /// record of zeros (strings, arrays and maps empty, unions null)
+    /// fails at `fr[0]`, an index out of range even with a default.
+    #[test]
+    fn keyexpr_config_compiles() {
+        let (schema, specs) = super::keyexpr_config();
+        let mut d = AvroDecoder::new(specs).unwrap();
+        let file: Arc<str> = "t".into();
+        d.add_schema(file.clone(), schema).unwrap();
+        let mut out = d.new_batch(1);
+        let err = d
+            .decode_block(&file, 0, 0, &[0; 8], 1, 0..1, &mut out)
+            .unwrap_err();
+        assert!(err.to_string().contains("fr[0].g"), "{err}");
+    }
 }

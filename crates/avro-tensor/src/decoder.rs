@@ -11,8 +11,9 @@ use grist_tensor::{
     Values, varint,
 };
 
-use crate::datum::{DatumError, Reader};
+use crate::datum::{DatumError, DatumResult, Reader};
 use crate::error::{Error, Result};
+use crate::general;
 use crate::plan::{FieldPlan, Leaf, Plan, SparsePart, Step, check_specs};
 use crate::schema::{Node, Schema};
 use grist_tensor::{FeatureProblem, Location};
@@ -46,6 +47,13 @@ impl Clone for Spare {
 /// features from primitives or nested arrays, sparse features from records
 /// of `indices0..` and `values` arrays, varlen features from nested arrays.
 ///
+/// Specs whose names are key expressions (`name.first`, `friends[*].x`,
+/// `cars['nick'].color`, `friends[gender='m'].x`, ...), or that need a
+/// kind or form ATDS lacks (ragged, fixed_len_sequence, dense `[-1, ...]`,
+/// sparse with `index_key`/`value_key`), or name TensorFlow's classes
+/// (`tf_class`), take tensorflow-io's `parse_avro` mapping instead, for
+/// any schema and without type promotion (`docs/AVRO-KEY-EXPRESSIONS.md`).
+///
 /// Build it once from the specs, register each file's writer schema with
 /// [`add_schema`](Self::add_schema) (a plan is compiled once per distinct
 /// schema), then decode blocks. Clone it to decode on several threads.
@@ -65,13 +73,22 @@ pub struct AvroDecoder {
     index: Vec<i64>,
     per_row: Vec<(f64, f64)>,
     spare: Spare,
+    /// The key-expression path, when the specs need it (`general.rs`).
+    general: Option<Box<general::Plans>>,
 }
 
 impl AvroDecoder {
-    /// A decoder for `specs` (dense, sparse or varlen; other kinds are
-    /// rejected by name).
+    /// A decoder for `specs`. On the ATDS plan: dense, sparse or varlen
+    /// (other kinds are rejected by name); on the key-expression plan also
+    /// ragged and fixed_len_sequence. Key-expression syntax errors are
+    /// rejected here, naming the feature.
     pub fn new(specs: &[FeatureSpec]) -> Result<Self> {
-        check_specs(specs)?;
+        let general = general::wanted(specs);
+        if general {
+            general::check_specs(specs)?;
+        } else {
+            check_specs(specs)?;
+        }
         Ok(AvroDecoder {
             specs: specs.into(),
             plans: HashMap::new(),
@@ -82,6 +99,7 @@ impl AvroDecoder {
             index: Vec::new(),
             per_row: Vec::new(),
             spare: Spare(None),
+            general: general.then(Box::default),
         })
     }
 
@@ -103,6 +121,9 @@ impl AvroDecoder {
     /// the schema.
     pub fn add_schema(&mut self, file: impl Into<Arc<str>>, schema_json: &str) -> Result<()> {
         let file = file.into();
+        if let Some(g) = &mut self.general {
+            return g.add_schema(&self.specs, file, schema_json);
+        }
         let plan = match self.by_schema.get(schema_json) {
             Some(p) => p.clone(),
             None => {
@@ -139,6 +160,9 @@ impl AvroDecoder {
 
     /// Whether the writer schema of `file` is registered.
     pub(crate) fn knows(&self, file: &Arc<str>) -> bool {
+        if let Some(g) = &self.general {
+            return g.knows(file);
+        }
         matches!(&self.last, Some((f, _)) if Arc::ptr_eq(f, file)) || self.plans.contains_key(file)
     }
 
@@ -162,7 +186,10 @@ impl AvroDecoder {
 
     fn new_batch_with(&self, rows: usize, spare: Option<Batch>) -> BatchBuilder {
         let mut b = BatchBuilder::new();
-        for spec in self.specs.iter() {
+        if self.general.is_some() {
+            general::new_columns(&self.specs, &self.limits, &mut b);
+        }
+        for spec in self.specs.iter().filter(|_| self.general.is_none()) {
             let builder = match spec {
                 FeatureSpec::Dense(d) => ColumnBuilder::Dense(DenseBuilder::new(
                     d.dtype,
@@ -238,6 +265,18 @@ impl AvroDecoder {
         rows: Range<usize>,
         out: &mut BatchBuilder,
     ) -> Result<usize> {
+        if let Some(g) = &mut self.general {
+            return g.decode_block(
+                &self.specs,
+                file,
+                block,
+                first_record,
+                data,
+                record_count,
+                rows,
+                out,
+            );
+        }
         let at = || Location::block(file.clone(), block);
         let plan = match &self.last {
             Some((last, plan)) if Arc::ptr_eq(last, file) => plan.clone(),
@@ -466,7 +505,7 @@ fn with_col(f: Fail, col: usize) -> Fail {
 
 /// The fewest bytes one leaf takes (at least 1, so that a count of items
 /// is always bounded by the bytes left).
-fn leaf_size(leaf: Leaf) -> usize {
+pub(crate) fn leaf_size(leaf: Leaf) -> usize {
     match leaf {
         Leaf::Float => 4,
         Leaf::Double => 8,
@@ -477,7 +516,12 @@ fn leaf_size(leaf: Leaf) -> usize {
 
 /// Reads one leaf value into `out` (whose dtype the plan checked).
 #[inline]
-fn read_leaf(r: &mut Reader<'_>, schema: &Schema, leaf: Leaf, out: &mut Values) -> Hot<()> {
+pub(crate) fn read_leaf(
+    r: &mut Reader<'_>,
+    schema: &Schema,
+    leaf: Leaf,
+    out: &mut Values,
+) -> DatumResult<()> {
     match (leaf, out) {
         (Leaf::Int, Values::Int32(v)) => v.push(r.int()?),
         (Leaf::Int, Values::Int64(v)) => v.push(r.int()? as i64),
@@ -514,13 +558,13 @@ fn read_leaf(r: &mut Reader<'_>, schema: &Schema, leaf: Leaf, out: &mut Values) 
 
 /// Reads `count` leaves into `out`, in bulk where the encoding allows.
 #[inline]
-fn read_leaves(
+pub(crate) fn read_leaves(
     r: &mut Reader<'_>,
     schema: &Schema,
     leaf: Leaf,
     count: usize,
     out: &mut Values,
-) -> Hot<()> {
+) -> DatumResult<()> {
     match (leaf, &mut *out) {
         (Leaf::Float, Values::Float32(v)) => {
             let bytes = r.take(count * 4)?;

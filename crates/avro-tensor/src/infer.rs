@@ -1,5 +1,7 @@
 //! Spec inference from a writer schema, in the ATDS layout the decoder
-//! reads: the inverse of [`schema_for_specs`](crate::schema_for_specs).
+//! reads (the inverse of [`schema_for_specs`](crate::schema_for_specs)),
+//! and key expressions for what that layout lacks: the leaves of nested
+//! records (`name.first`) and of arrays of records (`points[*].x`).
 
 use std::collections::BTreeMap;
 
@@ -47,6 +49,130 @@ enum Field {
         dtype: DType,
         rank: usize,
     },
+    /// A nested record or an array of records, read through key
+    /// expressions: a feature per leaf, and the leaves left out (path,
+    /// why).
+    Nested {
+        specs: Vec<FeatureSpec>,
+        skipped: Vec<(String, String)>,
+    },
+}
+
+/// The key-expression features of the leaves under `node`, reached by
+/// `path` through `levels` arrays: a dense scalar outside arrays (a zero
+/// default under a null), a varlen of rank `levels` inside.
+fn nested(
+    schema: &Schema,
+    path: String,
+    node: usize,
+    levels: usize,
+    nullable: bool,
+    seen: &mut Vec<usize>,
+    out: &mut (Vec<FeatureSpec>, Vec<(String, String)>),
+) {
+    let n = schema.node(node);
+    if let Some(dtype) = leaf_dtype(n) {
+        if levels == 0 {
+            let spec = FeatureSpec::dense(path, dtype, []);
+            out.0.push(if nullable {
+                spec.with_default(zero(dtype))
+            } else {
+                spec
+            });
+        } else if matches!(n, Node::Fixed(0)) {
+            out.1.push((
+                path,
+                "fixed(0) values in arrays cannot be read: nothing bounds how many".into(),
+            ));
+        } else {
+            out.0.push(FeatureSpec::Varlen(VarlenSpec {
+                name: path,
+                dtype,
+                shape: None,
+                rank: Some(levels),
+                tf_class: None,
+                atds_class: None,
+            }));
+        }
+        return;
+    }
+    match n {
+        Node::Union(b) if b.len() == 2 => match (schema.node(b[0]), schema.node(b[1])) {
+            (Node::Null, Node::Null) => {}
+            (Node::Null, _) => nested(schema, path, b[1], levels, true, seen, out),
+            (_, Node::Null) => nested(schema, path, b[0], levels, true, seen, out),
+            _ => out.1.push((
+                path,
+                format!("union {} is not [null, T]", schema.type_name(node)),
+            )),
+        },
+        Node::Record { fields, .. } => {
+            if seen.contains(&node) {
+                out.1.push((path, "the record type is recursive".into()));
+                return;
+            }
+            seen.push(node);
+            for (f, fnode) in fields {
+                nested(
+                    schema,
+                    format!("{path}.{f}"),
+                    *fnode,
+                    levels,
+                    nullable,
+                    seen,
+                    out,
+                );
+            }
+            seen.pop();
+        }
+        Node::Array(items) => nested(
+            schema,
+            format!("{path}[*]"),
+            *items,
+            levels + 1,
+            nullable,
+            seen,
+            out,
+        ),
+        Node::Map(_) => out.1.push((
+            path,
+            "maps have no fixed keys to name (read one with ['key'])".into(),
+        )),
+        Node::Null => {}
+        _ => out.1.push((
+            path,
+            format!("{} holds no value to read", schema.type_name(node)),
+        )),
+    }
+}
+
+/// [`nested`] from a top-level field, or why it gives nothing.
+fn nested_field(
+    schema: &Schema,
+    name: &str,
+    node: usize,
+    atds_why: String,
+) -> std::result::Result<Field, String> {
+    let mut out = (Vec::new(), Vec::new());
+    nested(
+        schema,
+        name.to_string(),
+        node,
+        0,
+        false,
+        &mut Vec::new(),
+        &mut out,
+    );
+    if out.0.is_empty() {
+        return Err(out
+            .1
+            .first()
+            .map_or(atds_why, |(p, why)| format!("{p}: {why}")));
+    }
+    Ok(Field::Nested {
+        specs: out.0,
+        skipped: out.1,
+    })
 }
 
 /// How `node` (the value of field `name`, nulls aside) reads in the ATDS
@@ -69,6 +195,12 @@ fn field(schema: &Schema, name: &str, node: usize) -> std::result::Result<Field,
                     "arrays of fixed(0) cannot be read: nothing bounds how many items they claim"
                         .into(),
                 ),
+                (Node::Record { .. } | Node::Union(_) | Node::Array(_), _) => nested_field(
+                    schema,
+                    name,
+                    node,
+                    format!("{} holds no value to read", schema.type_name(node)),
+                ),
                 (_, Some(dtype)) => Ok(Field::Spec(FeatureSpec::Varlen(VarlenSpec {
                     name: name.to_string(),
                     dtype,
@@ -84,16 +216,19 @@ fn field(schema: &Schema, name: &str, node: usize) -> std::result::Result<Field,
                 )),
             }
         }
-        Node::Record { fields, .. } => sparse(schema, fields).ok_or_else(|| {
-            format!(
-                "{} is not an ATDS sparse record (arrays indices0..indicesN-1 of int or long, \
-                 and values, an array of primitives)",
-                schema.type_name(node)
-            )
-        }),
-        Node::Map(_) => {
-            Err("maps are read through key expressions, which the ATDS layout does not have".into())
-        }
+        Node::Record { fields, .. } => match sparse(schema, fields) {
+            Some(f) => Ok(f),
+            None => nested_field(
+                schema,
+                name,
+                node,
+                format!("{} has no field to read", schema.type_name(node)),
+            ),
+        },
+        Node::Map(_) => Err(format!(
+            "maps have no keys in the schema to name: read one with a key expression \
+                 such as {name}['key']"
+        )),
         Node::Union(_) => Err(format!(
             "union {} is not [null, T]: the ATDS reader reads no other union",
             schema.type_name(node)
@@ -255,6 +390,32 @@ pub(crate) fn infer(inputs: &[Input], options: &InferOptions) -> Result<Inferred
                 out.push(Some(spec.with_default(zero)));
             }
             Ok((Field::Spec(spec), _)) => out.push(Some(spec)),
+            Ok((Field::Nested { specs, skipped }, nullable)) => {
+                notes.push(InferNote::kept(
+                    &name,
+                    format!(
+                        "a nested field: read through key expressions ({})",
+                        specs
+                            .iter()
+                            .map(FeatureSpec::name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+                for (path, why) in skipped {
+                    notes.push(InferNote::skipped(&path, why));
+                }
+                for spec in specs {
+                    let spec = match &spec {
+                        FeatureSpec::Dense(d) if nullable && d.default.is_none() => {
+                            let zero = zero(d.dtype);
+                            spec.with_default(zero)
+                        }
+                        _ => spec,
+                    };
+                    out.push(Some(spec));
+                }
+            }
             Ok((Field::Sparse { dtype, rank }, _)) => {
                 pending.insert(out.len(), (name, dtype, vec![None; rank]));
                 out.push(None);

@@ -3,7 +3,12 @@
 //! [`BlockReader`] reads a file's header and blocks (checking sync markers,
 //! inflating each codec); [`AvroDecoder`] decodes a block's records into
 //! tensor columns by a plan compiled once per writer schema and feature
-//! specs; [`ContainerWriter`] writes files. To look at records one by one
+//! specs; [`ContainerWriter`] writes files. Features named by plain field
+//! names read the AvroTensorDataset way (flat records of primitives and
+//! arrays); features named by key expressions (`name.first`,
+//! `friends[*].x`, `cars['nick'].color`, `friends[gender='m'].x`, ...,
+//! tensorflow-io's `parse_avro` mapping) read any schema, through a
+//! second plan behind the same decoder (`docs/AVRO-KEY-EXPRESSIONS.md`). To look at records one by one
 //! instead, [`DatumReader`] hands out each datum's bytes and
 //! [`DatumSchema`] decodes them generically ([`AvroValue`], or JSON in
 //! fastavro's form with [`datum_to_json`]).
@@ -77,7 +82,9 @@ mod writer;
 mod datum;
 mod decoder;
 mod encode;
+mod general;
 mod infer;
+mod keyexpr;
 mod plan;
 mod schema;
 mod sink;

@@ -253,8 +253,9 @@ fn mixed_row(i: i64, null: bool) -> Apache {
 }
 
 /// Every primitive and its dtype; nullable fields (a dense one with a
-/// default of zero); maps, other unions and arrays of records left out
-/// with notes naming them; the sparse shape from the sample.
+/// default of zero); arrays of records as key expressions (`points[*].x`);
+/// maps and other unions left out with notes naming them; the sparse
+/// shape from the sample.
 #[test]
 fn schema_fields_map_to_atds_specs() {
     let dir = temp_dir();
@@ -276,6 +277,7 @@ fn schema_fields_map_to_atds_specs() {
             ("kind", "dense", DType::String),
             ("digest", "dense", DType::String),
             ("flag", "dense", DType::Bool),
+            ("points[*].x", "varlen", DType::Float32),
             ("sp", "sparse", DType::Float32),
         ]
     );
@@ -287,12 +289,12 @@ fn schema_fields_map_to_atds_specs() {
         FeatureSpec::Varlen(v) => assert_eq!(v.shape, Some(vec![-1, -1])),
         other => panic!("{other:?}"),
     }
-    match &specs[7] {
+    match &specs[8] {
         FeatureSpec::Sparse(SparseSpec { shape, .. }) => assert_eq!(shape, &Some(vec![10])),
         other => panic!("{other:?}"),
     }
     let skipped: Vec<&str> = inferred.skipped().map(|n| n.feature.as_str()).collect();
-    assert_eq!(skipped, ["attrs", "either", "points"]);
+    assert_eq!(skipped, ["attrs", "either"]);
     assert!(
         inferred
             .notes
@@ -308,6 +310,10 @@ fn schema_fields_map_to_atds_specs() {
     assert_eq!(
         got[0]["outputs"]["kind"]["values"],
         json!(["B", "B", "B", "B"])
+    );
+    assert_eq!(
+        got[0]["outputs"]["points[*].x"]["dense_shape"],
+        json!([4, 0])
     );
     // Two records: the sparse shape is what they show.
     let two = infer(&[path], &InferOptions::default().with_records(2)).unwrap();
@@ -328,7 +334,7 @@ fn empty_files_and_schemas_that_are_no_record() {
     write_apache(&path, MIXED, Vec::new());
     let inferred = infer(&[path], &InferOptions::default()).unwrap();
     assert_eq!(inferred.records, 0);
-    assert_eq!(inferred.spec.features.len(), 7);
+    assert_eq!(inferred.spec.features.len(), 8);
     let sp = inferred.skipped().find(|n| n.feature == "sp").unwrap();
     assert!(sp.message.contains("shape"), "{sp}");
     let path = dir.path().join("longs.avro");
@@ -409,4 +415,49 @@ fn files_whose_schemas_differ_keep_what_they_share() {
     // The spec reads both files.
     let got = decode(&both, &inferred.spec, 4);
     assert_eq!(got[0]["outputs"]["id"]["values"], json!([0, 1, 0, 1]));
+}
+
+/// A nested schema (the corpus's generic case): nested record scalars as
+/// `name.first`, fields of arrays of records as varlen `friends[*].x`,
+/// enums and fixed as strings, nullable scalars with a zero default; the
+/// inferred spec reads every record, and its values are fastavro's.
+#[test]
+fn nested_schemas_infer_key_expressions() {
+    let case = grist_testkit::corpus::case("avro", "avro_generic_nested");
+    let inferred = infer(&case.files, &InferOptions::default()).unwrap();
+    let names: Vec<(&str, &str)> = inferred
+        .spec
+        .features
+        .iter()
+        .map(|s| (s.name(), s.kind()))
+        .collect();
+    for want in [
+        ("name.first", "dense"),
+        ("age", "dense"),
+        ("height", "dense"),
+        ("friends[*].name.first", "varlen"),
+        ("friends[*].x", "varlen"),
+        ("sp[*].idx", "varlen"),
+    ] {
+        assert!(names.contains(&want), "{want:?} not in {names:?}");
+    }
+    let skipped: Vec<&str> = inferred.skipped().map(|n| n.feature.as_str()).collect();
+    assert_eq!(skipped, ["cars"]);
+    let records = case.expected["avro"]["records"].as_array().unwrap();
+    let got = decode(&case.files, &inferred.spec, records.len());
+    let out = &got[0]["outputs"];
+    for (i, r) in records.iter().enumerate() {
+        assert_eq!(out["name.first"]["values"][i], r["name"]["first"], "{i}");
+        assert_eq!(out["color"]["values"][i], r["color"], "{i}");
+    }
+    let xs: Vec<&Value> = records
+        .iter()
+        .flat_map(|r| r["friends"].as_array().unwrap().iter().map(|f| &f["x"]))
+        .collect();
+    let got_xs: Vec<&Value> = out["friends[*].x"]["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .collect();
+    assert_eq!(got_xs, xs);
 }

@@ -10,6 +10,7 @@ mod generic;
 mod generic_differential;
 mod hostile;
 mod infer;
+mod keyexpr;
 mod pairs;
 mod pool;
 mod regressions;

@@ -1,0 +1,1868 @@
+//! The general Avro → tensor path: features named by key expressions
+//! (tensorflow-io's `parse_avro` mapping, see `docs/AVRO-KEY-EXPRESSIONS.md`),
+//! compiled once per writer schema into a program that mirrors the parts
+//! of the schema the features reach.
+//!
+//! The program is walked once per record, straight over the datum bytes:
+//! values go into the batch's column builders as they are met; fields no
+//! feature needs are skipped by schema; filters and several selectors on
+//! one array re-read an element from its start (a `Reader` is a cursor,
+//! so that costs no copy). No value tree is built.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use grist_tensor::{
+    BatchBuilder, BuilderColumn, ColumnBuilder, DType, DenseBuilder, FeatureProblem, FeatureSpec,
+    Limits, Location, MAX_DEFAULT_VALUES, PaddedBuilder, PartitionKind, RaggedBuilder, Section,
+    SparseBuilder, TensorError, UNKNOWN_DIM, Values, resolve_default, shape_elements,
+};
+
+use crate::datum::{DatumError, MAX_DEPTH, Reader};
+use crate::decoder::{leaf_size, read_leaf, read_leaves};
+use crate::error::{Error, Result};
+use crate::keyexpr::{self, KeyExpr, Operand, Step};
+use crate::plan::Leaf;
+use crate::schema::{Node, Schema};
+
+/// Whether `specs` need the general plan: a name that is a key
+/// expression, a kind or form the ATDS plan lacks, or TensorFlow's feature
+/// classes (`tf_class`, as `parse_avro`'s specs carry: their semantics
+/// have no type promotion) in a spec without ATDS-form sparse features.
+pub(crate) fn wanted(specs: &[FeatureSpec]) -> bool {
+    let general = |s: &FeatureSpec| match s {
+        FeatureSpec::Dense(d) if d.shape.iter().any(|&x| x < 0) => true,
+        FeatureSpec::Sparse(sp) if sp.index_key.is_some() => true,
+        FeatureSpec::Dense(_) | FeatureSpec::Sparse(_) | FeatureSpec::Varlen(_) => {
+            !keyexpr::is_plain(s.name())
+        }
+        _ => true,
+    };
+    let tf_class = |s: &FeatureSpec| match s {
+        FeatureSpec::Dense(d) => d.tf_class.is_some(),
+        FeatureSpec::Varlen(v) => v.tf_class.is_some(),
+        _ => false,
+    };
+    let atds_sparse = specs
+        .iter()
+        .any(|s| matches!(s, FeatureSpec::Sparse(sp) if sp.index_key.is_none()));
+    specs.iter().any(general) || (!atds_sparse && specs.iter().any(tf_class))
+}
+
+/// How a feature's values become its column.
+#[derive(Clone, Debug)]
+enum Out {
+    /// `row_len` values per record, completed from `default`.
+    Dense {
+        row_len: usize,
+        default: Option<Values>,
+    },
+    /// Items of `item_len` values, as many as the record has, padded to
+    /// the batch's longest (FixedLen `[-1, ...]`, FixedLenSequence).
+    Padded {
+        item_len: usize,
+        default: Option<Values>,
+        /// FixedLenSequence without `allow_missing`: a null on the path
+        /// is an error.
+        required: bool,
+    },
+    /// A sparse tensor with one dimension per variable step; `Some` sizes
+    /// are checked.
+    Varlen { dims: Vec<Option<usize>> },
+    /// A sparse feature: index lists and values zipped per record,
+    /// sorted by index unless the spec says they are sorted or is in
+    /// ATDS's form (stored order).
+    Sparse { size: Vec<i64>, sort: bool },
+    /// A ragged tensor, one ragged dimension per variable step.
+    Ragged,
+}
+
+/// Where a leaf value goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Slot {
+    /// The feature's values.
+    Values,
+    /// Index list `k` of a sparse feature.
+    Index(usize),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Target {
+    feat: usize,
+    slot: Slot,
+}
+
+/// A comparison operand, compiled.
+#[derive(Clone, Debug)]
+enum Rhs {
+    Literal(Vec<u8>),
+    Path(Vec<String>),
+    /// A value read from the record root first (`st.roots[k]`).
+    Root(usize),
+}
+
+#[derive(Clone, Debug)]
+enum Sel {
+    Star,
+    Index(u64),
+    Key(Vec<u8>),
+    Filter { lhs: Vec<String>, rhs: Rhs },
+}
+
+/// One selector on an array or map, with what to do with what it selects.
+#[derive(Clone, Debug)]
+struct Child {
+    sel: Sel,
+    prog: Prog,
+    /// Variable dimensions this selector counts: (feature, level).
+    dims: Vec<(usize, usize)>,
+    /// A feature below, named when an index or key is missing.
+    first: usize,
+}
+
+/// What to do with one value of a schema node.
+#[derive(Clone, Debug)]
+enum Prog {
+    /// Nothing wanted: skip the value.
+    Skip(usize),
+    Leaf {
+        leaf: Leaf,
+        targets: Vec<Target>,
+    },
+    /// One program per writer field.
+    Record(Vec<Prog>),
+    /// One program per branch; `nulls` are the features whose path a null
+    /// branch cuts.
+    Union {
+        branches: Vec<Prog>,
+        nulls: Vec<usize>,
+    },
+    Array {
+        item: usize,
+        min: usize,
+        children: Vec<Child>,
+    },
+    Map {
+        value: usize,
+        children: Vec<Child>,
+    },
+}
+
+/// A decode plan of the general path for one writer schema.
+#[derive(Clone, Debug)]
+pub(crate) struct GeneralPlan {
+    pub(crate) schema: Arc<Schema>,
+    root: Prog,
+    /// `@` paths compared by filters, read before each record.
+    roots: Vec<Vec<String>>,
+    outs: Vec<Out>,
+    /// The number of index lists of each sparse feature.
+    index_lists: Vec<usize>,
+}
+
+/// A feature's path still to resolve.
+#[derive(Clone, Debug)]
+struct Item {
+    target: Target,
+    steps: Vec<Step>,
+    /// Variable steps taken so far.
+    level: usize,
+    dtype: DType,
+    /// Whether `[*]` is implied at an array the path ends on.
+    implicit: bool,
+    /// Whether variable steps count dimensions (varlen, ragged).
+    counted: bool,
+    /// Whether a field step at an array implies `[*]` (the keys of a
+    /// sparse feature are fields of the elements its path names).
+    star_before_field: bool,
+}
+
+/// The index keys and the value key of a sparse feature: its own, or
+/// ATDS's `indices0..` and `values`.
+fn sparse_keys(sp: &grist_tensor::SparseSpec) -> (Vec<String>, String) {
+    match (&sp.index_key, &sp.value_key) {
+        (Some(_), Some(v)) => (sp.index_keys().to_vec(), v.clone()),
+        (Some(_), None) => (sp.index_keys().to_vec(), String::new()),
+        (None, _) => (
+            (0..sp.dense_shape().len())
+                .map(|k| format!("indices{k}"))
+                .collect(),
+            "values".into(),
+        ),
+    }
+}
+
+/// The number of variable steps (`[*]`, filters) of a path.
+fn variable_steps(e: &KeyExpr) -> usize {
+    e.steps
+        .iter()
+        .filter(|s| matches!(s, Step::Star | Step::Filter(_)))
+        .count()
+}
+
+fn parse_name(file: &Arc<str>, feature: &str, expr: &str) -> Result<KeyExpr> {
+    keyexpr::parse(expr).map_err(|e| Error::Schema {
+        file: file.clone(),
+        feature: feature.to_string(),
+        reason: format!("{e} in {expr:?}"),
+    })
+}
+
+fn spec_error(feature: &str, reason: impl Into<String>) -> Error {
+    Error::Spec(TensorError::InvalidSpec {
+        feature: feature.to_string(),
+        reason: reason.into(),
+    })
+}
+
+/// A zero of `dtype` as JSON, for padding without a default.
+fn zero(dtype: DType) -> serde_json::Value {
+    match dtype {
+        DType::Bool => serde_json::json!(false),
+        DType::Float32 | DType::Float64 => serde_json::json!(0.0),
+        DType::String => serde_json::json!(""),
+        _ => serde_json::json!(0),
+    }
+}
+
+/// Refuses padded items larger than a default may fill: the padding item
+/// is materialised once per column, sized by the spec alone.
+fn padded_item(name: &str, n: usize) -> Result<()> {
+    if n > MAX_DEFAULT_VALUES {
+        return Err(spec_error(
+            name,
+            format!("an item of {n} values is more than padding may fill ({MAX_DEFAULT_VALUES})"),
+        ));
+    }
+    Ok(())
+}
+
+/// The rank of a varlen feature: its shape, its rank, or its variable
+/// steps (at least one).
+fn varlen_dims(v: &grist_tensor::VarlenSpec) -> Result<Vec<Option<usize>>> {
+    Ok(match (&v.shape, v.rank) {
+        (Some(shape), _) => shape
+            .iter()
+            .map(|&x| (x != UNKNOWN_DIM).then_some(x.max(0) as usize))
+            .collect(),
+        (None, Some(rank)) => vec![None; rank],
+        (None, None) => {
+            let e = keyexpr::parse(&v.name)
+                .map_err(|e| spec_error(&v.name, format!("{e} in {:?}", v.name)))?;
+            vec![None; variable_steps(&e).max(1)]
+        }
+    })
+}
+
+/// The number of ragged dimensions of a ragged feature's path.
+fn ragged_levels(path: &str) -> usize {
+    keyexpr::parse(path)
+        .map(|e| variable_steps(&e))
+        .unwrap_or(0)
+        .max(1)
+}
+
+fn ragged_path(r: &grist_tensor::RaggedSpec) -> &str {
+    r.value_key.as_deref().unwrap_or(&r.name)
+}
+
+/// Checks what can be checked without a schema: syntax, kinds, shapes,
+/// defaults.
+pub(crate) fn check_specs(specs: &[FeatureSpec]) -> Result<()> {
+    let mut seen = HashMap::new();
+    for s in specs {
+        let name = s.name();
+        if seen.insert(name, ()).is_some() {
+            return Err(spec_error(name, "the name is used twice"));
+        }
+        let path = match s {
+            FeatureSpec::Ragged(r) => ragged_path(r),
+            _ => name,
+        };
+        keyexpr::parse(path).map_err(|e| spec_error(name, format!("{e} in {path:?}")))?;
+        match s {
+            FeatureSpec::Dense(d) => {
+                if d.shape.iter().skip(1).any(|&x| x < 0) {
+                    return Err(spec_error(
+                        name,
+                        "only the first dimension of a dense shape may be unknown (-1)",
+                    ));
+                }
+                let fixed = if d.shape.first().is_some_and(|&x| x < 0) {
+                    &d.shape[1..]
+                } else {
+                    &d.shape[..]
+                };
+                let n = shape_elements(fixed)
+                    .ok_or_else(|| spec_error(name, format!("shape {:?} is too large", d.shape)))?;
+                if fixed.len() < d.shape.len() {
+                    padded_item(name, n)?;
+                }
+                if let Some(v) = &d.default {
+                    resolve_default(name, d.dtype, v, n)?;
+                }
+            }
+            FeatureSpec::FixedLenSequence(f) => {
+                if f.shape.iter().any(|&x| x < 0) {
+                    return Err(spec_error(name, "a sequence item's shape must be known"));
+                }
+                let n = shape_elements(&f.shape)
+                    .ok_or_else(|| spec_error(name, format!("shape {:?} is too large", f.shape)))?;
+                padded_item(name, n)?;
+                if let Some(v) = &f.default {
+                    // A scalar or one item's worth.
+                    if resolve_default(name, f.dtype, v, n).is_err() {
+                        resolve_default(name, f.dtype, v, 1)?;
+                    }
+                }
+            }
+            FeatureSpec::Sparse(sp) => {
+                let (keys, value) = sparse_keys(sp);
+                let size = sp.dense_shape();
+                if size.is_empty() {
+                    return Err(spec_error(
+                        name,
+                        "a sparse feature needs `index_key`, `value_key` and `size` \
+                         (tf.Example's form) or `shape` (ATDS's: a record of indices0.. and \
+                         values)",
+                    ));
+                }
+                if size.len() != keys.len() || size.iter().any(|&d| d < 0) {
+                    return Err(spec_error(
+                        name,
+                        "`size` must give one known size per index key",
+                    ));
+                }
+                for k in keys.iter().chain([&value]) {
+                    let k = k.strip_prefix('@').unwrap_or(k);
+                    keyexpr::parse(k).map_err(|e| spec_error(name, format!("{e} in {k:?}")))?;
+                }
+            }
+            FeatureSpec::Varlen(v) => {
+                varlen_dims(v)?;
+            }
+            FeatureSpec::Ragged(r) => {
+                if !r.partitions.is_empty() {
+                    return Err(Error::Spec(TensorError::UnsupportedSpec {
+                        feature: name.to_string(),
+                        format: "Avro",
+                        kind: s.kind(),
+                        reason: "the ragged dimensions of an Avro feature come from its path \
+                                 (one per [*]); partitions are not read"
+                            .into(),
+                    }));
+                }
+            }
+            _ => {
+                return Err(Error::Spec(TensorError::UnsupportedSpec {
+                    feature: name.to_string(),
+                    format: "Avro",
+                    kind: s.kind(),
+                    reason: "not a kind the key-expression path reads".into(),
+                }));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The column builders of the specs on the general path.
+pub(crate) fn new_columns(specs: &[FeatureSpec], limits: &Limits, b: &mut BatchBuilder) {
+    for spec in specs {
+        let builder = match spec {
+            FeatureSpec::Dense(d) if d.shape.first().is_some_and(|&x| x < 0) => {
+                let item: Vec<usize> = d.shape[1..].iter().map(|&x| x as usize).collect();
+                let pad = d.default.clone().unwrap_or_else(|| zero(d.dtype));
+                let pad = resolve_default(&d.name, d.dtype, &pad, 1)
+                    .or_else(|_| resolve_default(&d.name, d.dtype, &zero(d.dtype), 1))
+                    .unwrap_or_else(|_| Values::new(d.dtype));
+                ColumnBuilder::Padded(PaddedBuilder::new(item, pad).with_limits(*limits))
+            }
+            FeatureSpec::Dense(d) => ColumnBuilder::Dense(DenseBuilder::new(
+                d.dtype,
+                d.shape.iter().map(|&x| x.max(0) as usize).collect(),
+            )),
+            FeatureSpec::FixedLenSequence(f) => {
+                let item: Vec<usize> = f.shape.iter().map(|&x| x.max(0) as usize).collect();
+                let pad = f.default.clone().unwrap_or_else(|| zero(f.dtype));
+                let n = item.iter().product();
+                let pad = resolve_default(&f.name, f.dtype, &pad, n)
+                    .or_else(|_| resolve_default(&f.name, f.dtype, &pad, 1))
+                    .unwrap_or_else(|_| Values::new(f.dtype));
+                ColumnBuilder::Padded(PaddedBuilder::new(item, pad).with_limits(*limits))
+            }
+            FeatureSpec::Sparse(s) => {
+                ColumnBuilder::Sparse(SparseBuilder::new(s.dtype, s.dense_shape()))
+            }
+            FeatureSpec::Varlen(v) => {
+                let dims = varlen_dims(v).unwrap_or_default();
+                ColumnBuilder::Sparse(SparseBuilder::new(
+                    v.dtype,
+                    dims.iter().map(|d| d.unwrap_or(0) as i64).collect(),
+                ))
+            }
+            FeatureSpec::Ragged(r) => {
+                let inner = vec![PartitionKind::RowLengths; ragged_levels(ragged_path(r)) - 1];
+                let mut rb = RaggedBuilder::new(r.dtype, &inner, r.row_splits_dtype, limits);
+                rb.validate = r.validate;
+                ColumnBuilder::Ragged(rb)
+            }
+            // check_specs refused the other kinds.
+            _ => continue,
+        };
+        b.push_column(spec.name(), Section::Features, builder);
+    }
+}
+
+/// Whether a leaf of the writer schema reads as `dtype` (no promotion).
+fn exact(leaf: Leaf, dtype: DType) -> bool {
+    matches!(
+        (leaf, dtype),
+        (Leaf::Int, DType::Int32)
+            | (Leaf::Long, DType::Int64)
+            | (Leaf::Float, DType::Float32)
+            | (Leaf::Double, DType::Float64)
+            | (Leaf::Boolean, DType::Bool)
+            | (Leaf::Bytes | Leaf::Enum(_) | Leaf::Fixed(_), DType::String)
+    )
+}
+
+fn leaf_of(schema: &Schema, node: usize) -> Option<Leaf> {
+    Some(match schema.node(node) {
+        Node::Int => Leaf::Int,
+        Node::Long => Leaf::Long,
+        Node::Float => Leaf::Float,
+        Node::Double => Leaf::Double,
+        Node::Boolean => Leaf::Boolean,
+        Node::Bytes | Node::String => Leaf::Bytes,
+        Node::Fixed(n) => Leaf::Fixed(*n),
+        Node::Enum { .. } => Leaf::Enum(node),
+        _ => return None,
+    })
+}
+
+/// The last dotted component of a type name.
+fn short(name: &str) -> &str {
+    name.rsplit('.').next().unwrap_or(name)
+}
+
+/// The record names of a union's branches.
+fn items_names<'s>(branches: &[usize], schema: &'s Schema) -> Vec<&'s str> {
+    branches
+        .iter()
+        .filter_map(|&b| match schema.node(b) {
+            Node::Record { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// How a path continues into union branch `b`: `Some(k)` when its first
+/// `k` field steps name the branch's type (`Rock`, or with its namespace
+/// `ex.Rock`), `Some(0)` when they name no branch of the union (the path
+/// goes into every branch), `None` when they name another branch.
+fn type_steps(schema: &Schema, names: &[&str], b: usize, steps: &[Step]) -> Option<usize> {
+    let fields: Vec<&str> = steps
+        .iter()
+        .map_while(|s| match s {
+            Step::Field(f) => Some(f.as_str()),
+            _ => None,
+        })
+        .collect();
+    // The longest run of steps that names a branch type.
+    let named = (1..=fields.len()).rev().find_map(|k| {
+        let joined = fields[..k].join(".");
+        names
+            .iter()
+            .find(|n| **n == joined || short(n) == short(&joined))
+            .map(|n| (k, *n))
+    });
+    match (named, schema.node(b)) {
+        (None, _) => Some(0),
+        (Some((k, n)), Node::Record { name, fields }) if name == n => {
+            // A field of the same name as the type wins over the type.
+            if k == 1 && fields.iter().any(|(f, _)| f == n) {
+                Some(0)
+            } else {
+                Some(k)
+            }
+        }
+        _ => None,
+    }
+}
+
+struct Compiler<'a> {
+    schema: &'a Schema,
+    /// Per target: whether a leaf was bound, and why not (the last reason).
+    reached: HashMap<Target, bool>,
+    why: HashMap<Target, String>,
+    roots: Vec<Vec<String>>,
+    /// Filter paths that resolve nowhere.
+    bad_filter: Option<(usize, String)>,
+}
+
+impl Compiler<'_> {
+    fn fail(&mut self, item: &Item, reason: String) {
+        self.why.insert(item.target, reason);
+    }
+
+    fn type_name(&self, node: usize) -> String {
+        self.schema.type_name(node)
+    }
+
+    /// Whether `path` (field names, through unions) reaches a leaf from
+    /// `node`.
+    fn leaf_path(&self, mut node: usize, path: &[String], depth: usize) -> bool {
+        if depth > MAX_DEPTH {
+            return false;
+        }
+        for (i, name) in path.iter().enumerate() {
+            match self.schema.node(node) {
+                Node::Record { fields, .. } => match fields.iter().find(|(f, _)| f == name) {
+                    Some(&(_, f)) => node = f,
+                    None => return false,
+                },
+                Node::Union(b) => {
+                    return b.iter().any(|&b| self.leaf_path(b, &path[i..], depth + 1));
+                }
+                _ => return false,
+            }
+        }
+        match self.schema.node(node) {
+            Node::Union(b) => b.iter().any(|&b| leaf_of(self.schema, b).is_some()),
+            _ => leaf_of(self.schema, node).is_some(),
+        }
+    }
+
+    fn compile(&mut self, node: usize, items: Vec<Item>, depth: usize) -> Prog {
+        if items.is_empty() {
+            return Prog::Skip(node);
+        }
+        if depth > MAX_DEPTH {
+            for it in &items {
+                self.fail(it, "the path nests too deeply".into());
+            }
+            return Prog::Skip(node);
+        }
+        let schema = self.schema;
+        match schema.node(node) {
+            Node::Union(branches) => {
+                let mut progs = Vec::with_capacity(branches.len());
+                let mut nulls: Vec<usize> = Vec::new();
+                for &b in branches {
+                    if matches!(schema.node(b), Node::Null) {
+                        nulls.extend(items.iter().map(|i| i.target.feat));
+                        progs.push(Prog::Skip(b));
+                        continue;
+                    }
+                    // A step naming this branch's type selects it alone.
+                    let mut mine = Vec::new();
+                    for it in &items {
+                        match type_steps(schema, &items_names(branches, schema), b, &it.steps) {
+                            Some(0) => mine.push(it.clone()),
+                            Some(k) => {
+                                let mut it = it.clone();
+                                it.steps.drain(..k);
+                                mine.push(it);
+                            }
+                            None => {}
+                        }
+                    }
+                    progs.push(self.compile(b, mine, depth + 1));
+                }
+                nulls.sort_unstable();
+                nulls.dedup();
+                if progs.iter().all(|p| matches!(p, Prog::Skip(_))) {
+                    return Prog::Skip(node);
+                }
+                Prog::Union {
+                    branches: progs,
+                    nulls,
+                }
+            }
+            Node::Record { fields, name } => {
+                let mut groups: Vec<Vec<Item>> = vec![Vec::new(); fields.len()];
+                for mut it in items {
+                    match it.steps.first() {
+                        Some(Step::Field(f)) => match fields.iter().position(|(n, _)| n == f) {
+                            Some(k) => {
+                                it.steps.remove(0);
+                                groups[k].push(it);
+                            }
+                            None => {
+                                let reason = format!("record {name} has no field {f:?}");
+                                self.fail(&it, reason);
+                            }
+                        },
+                        Some(_) => self.fail(
+                            &it,
+                            format!("record {name} is not an array or a map: use .field"),
+                        ),
+                        None => self.fail(
+                            &it,
+                            format!("the path ends at record {name}, not at a value"),
+                        ),
+                    }
+                }
+                let progs: Vec<Prog> = groups
+                    .into_iter()
+                    .zip(fields)
+                    .map(|(g, &(_, f))| self.compile(f, g, depth + 1))
+                    .collect();
+                if progs.iter().all(|p| matches!(p, Prog::Skip(_))) {
+                    return Prog::Skip(node);
+                }
+                Prog::Record(progs)
+            }
+            Node::Array(inner) | Node::Map(inner) => {
+                let is_map = matches!(schema.node(node), Node::Map(_));
+                let inner = *inner;
+                let mut children: Vec<Child> = Vec::new();
+                let mut groups: Vec<Vec<Item>> = Vec::new();
+                for mut it in items {
+                    let step = if it.steps.is_empty() {
+                        if it.implicit {
+                            Step::Star
+                        } else {
+                            let reason = format!(
+                                "the path ends at {}: add [*] (this kind implies no dimension)",
+                                self.type_name(node)
+                            );
+                            self.fail(&it, reason);
+                            continue;
+                        }
+                    } else if it.star_before_field && matches!(it.steps[0], Step::Field(_)) {
+                        Step::Star
+                    } else {
+                        it.steps.remove(0)
+                    };
+                    let sel = match (step, is_map) {
+                        (Step::Star, _) => Sel::Star,
+                        (Step::Index(i), false) => Sel::Index(i),
+                        (Step::Key(k), true) => Sel::Key(k.into_bytes()),
+                        (Step::Filter(f), false) => {
+                            if !self.leaf_path(inner, &f.lhs, 0) {
+                                self.bad_filter = Some((
+                                    it.target.feat,
+                                    format!(
+                                        "filter path {:?} does not reach a value in {}",
+                                        f.lhs.join("."),
+                                        self.type_name(inner)
+                                    ),
+                                ));
+                            }
+                            let rhs = match f.rhs {
+                                Operand::Literal(s) => Rhs::Literal(s.into_bytes()),
+                                Operand::Path(p) => {
+                                    if !self.leaf_path(inner, &p, 0) {
+                                        self.bad_filter = Some((
+                                            it.target.feat,
+                                            format!(
+                                                "filter path {:?} does not reach a value",
+                                                p.join(".")
+                                            ),
+                                        ));
+                                    }
+                                    Rhs::Path(p)
+                                }
+                                Operand::Root(p) => {
+                                    if !self.leaf_path(schema.root, &p, 0) {
+                                        self.bad_filter = Some((
+                                            it.target.feat,
+                                            format!(
+                                                "filter path @{} does not reach a value",
+                                                p.join(".")
+                                            ),
+                                        ));
+                                    }
+                                    let k = match self.roots.iter().position(|r| *r == p) {
+                                        Some(k) => k,
+                                        None => {
+                                            self.roots.push(p);
+                                            self.roots.len() - 1
+                                        }
+                                    };
+                                    Rhs::Root(k)
+                                }
+                            };
+                            Sel::Filter { lhs: f.lhs, rhs }
+                        }
+                        (other, _) => {
+                            let reason = format!(
+                                "{} cannot take {}",
+                                self.type_name(node),
+                                match other {
+                                    Step::Field(f) => format!(".{f} (use [*] or [i] first)"),
+                                    Step::Index(i) => format!("[{i}] (a map takes ['key'])"),
+                                    Step::Key(k) => format!("['{k}'] (an array takes [i])"),
+                                    _ => "a filter (only arrays do)".into(),
+                                }
+                            );
+                            self.fail(&it, reason);
+                            continue;
+                        }
+                    };
+                    let dim = (matches!(sel, Sel::Star | Sel::Filter { .. }) && it.counted)
+                        .then_some((it.target.feat, it.level));
+                    if matches!(sel, Sel::Star | Sel::Filter { .. }) {
+                        it.level += 1;
+                    }
+                    let same = children.iter().position(|c| same_sel(&c.sel, &sel));
+                    let k = match same {
+                        Some(k) => k,
+                        None => {
+                            children.push(Child {
+                                sel,
+                                prog: Prog::Skip(inner),
+                                dims: Vec::new(),
+                                first: it.target.feat,
+                            });
+                            groups.push(Vec::new());
+                            children.len() - 1
+                        }
+                    };
+                    if let Some(d) = dim {
+                        if !children[k].dims.contains(&d) {
+                            children[k].dims.push(d);
+                        }
+                    }
+                    groups[k].push(it);
+                }
+                for (c, g) in children.iter_mut().zip(groups) {
+                    c.prog = self.compile(inner, g, depth + 1);
+                }
+                if children.is_empty() {
+                    return Prog::Skip(node);
+                }
+                if is_map {
+                    Prog::Map {
+                        value: inner,
+                        children,
+                    }
+                } else {
+                    Prog::Array {
+                        item: inner,
+                        min: schema.min_size[inner].max(1),
+                        children,
+                    }
+                }
+            }
+            _ => {
+                let leaf = leaf_of(schema, node);
+                let mut targets = Vec::new();
+                for it in items {
+                    if let Some(s) = it.steps.first() {
+                        let reason = format!(
+                            "{} is a value: the path cannot go on with {}",
+                            self.type_name(node),
+                            match s {
+                                Step::Field(f) => format!(".{f}"),
+                                _ => "a selector".into(),
+                            }
+                        );
+                        self.fail(&it, reason);
+                        continue;
+                    }
+                    let Some(leaf) = leaf else {
+                        self.fail(&it, "the path ends at null".into());
+                        continue;
+                    };
+                    let fits = match it.target.slot {
+                        Slot::Values => exact(leaf, it.dtype),
+                        Slot::Index(_) => matches!(leaf, Leaf::Int | Leaf::Long),
+                    };
+                    if !fits {
+                        let want = match it.target.slot {
+                            Slot::Values => it.dtype.to_string(),
+                            Slot::Index(_) => "an index (int or long)".into(),
+                        };
+                        let reason = format!(
+                            "writer type {} cannot be read as {want} (no type promotion on \
+                             the key-expression path)",
+                            self.type_name(node)
+                        );
+                        self.fail(&it, reason);
+                        continue;
+                    }
+                    if leaf == Leaf::Fixed(0) && it.level > 0 {
+                        self.fail(
+                            &it,
+                            "fixed(0) values under [*] cannot be read: they take no bytes, so \
+                             nothing bounds how many an array holds"
+                                .into(),
+                        );
+                        continue;
+                    }
+                    self.reached.insert(it.target, true);
+                    targets.push(it.target);
+                }
+                match leaf {
+                    Some(leaf) if !targets.is_empty() => Prog::Leaf { leaf, targets },
+                    _ => Prog::Skip(node),
+                }
+            }
+        }
+    }
+}
+
+fn same_sel(a: &Sel, b: &Sel) -> bool {
+    match (a, b) {
+        (Sel::Star, Sel::Star) => true,
+        (Sel::Index(x), Sel::Index(y)) => x == y,
+        (Sel::Key(x), Sel::Key(y)) => x == y,
+        _ => false,
+    }
+}
+
+impl GeneralPlan {
+    /// Compiles `specs` (checked by [`check_specs`]) against the writer
+    /// schema of `file`.
+    pub(crate) fn compile(
+        schema: Arc<Schema>,
+        specs: &[FeatureSpec],
+        file: &Arc<str>,
+    ) -> Result<GeneralPlan> {
+        let mismatch = |feature: &str, reason: String| Error::Schema {
+            file: file.clone(),
+            feature: feature.to_string(),
+            reason,
+        };
+        let mut items = Vec::new();
+        let mut outs = Vec::with_capacity(specs.len());
+        let mut index_lists = vec![0; specs.len()];
+        for (feat, spec) in specs.iter().enumerate() {
+            let name = spec.name();
+            let item = |slot, e: KeyExpr, implicit, counted| Item {
+                target: Target { feat, slot },
+                steps: e.steps,
+                level: 0,
+                dtype: if slot == Slot::Values {
+                    spec.dtype()
+                } else {
+                    DType::Int64
+                },
+                implicit,
+                counted,
+                star_before_field: false,
+            };
+            match spec {
+                FeatureSpec::Dense(d) => {
+                    let e = parse_name(file, name, name)?;
+                    let padded = d.shape.first().is_some_and(|&x| x < 0);
+                    let fixed = if padded { &d.shape[1..] } else { &d.shape[..] };
+                    let n = shape_elements(fixed).unwrap_or(usize::MAX);
+                    let default = match &d.default {
+                        Some(v) => Some(resolve_default(name, d.dtype, v, n)?),
+                        None => None,
+                    };
+                    outs.push(if padded {
+                        Out::Padded {
+                            item_len: n,
+                            default,
+                            required: false,
+                        }
+                    } else {
+                        Out::Dense {
+                            row_len: n,
+                            default,
+                        }
+                    });
+                    items.push(item(Slot::Values, e, true, false));
+                }
+                FeatureSpec::FixedLenSequence(f) => {
+                    let e = parse_name(file, name, name)?;
+                    let n = shape_elements(&f.shape).unwrap_or(usize::MAX);
+                    let default = match &f.default {
+                        Some(v) => Some(resolve_default(name, f.dtype, v, n).or_else(|_| {
+                            resolve_default(name, f.dtype, v, 1).map(|one| {
+                                let mut all = Values::new(f.dtype);
+                                all.extend_repeat(&one, n);
+                                all
+                            })
+                        })?),
+                        None => None,
+                    };
+                    outs.push(Out::Padded {
+                        item_len: n,
+                        default,
+                        required: !f.allow_missing,
+                    });
+                    items.push(item(Slot::Values, e, true, false));
+                }
+                FeatureSpec::Varlen(v) => {
+                    let e = parse_name(file, name, name)?;
+                    let dims = varlen_dims(v)?;
+                    outs.push(Out::Varlen { dims });
+                    items.push(item(Slot::Values, e, true, true));
+                }
+                FeatureSpec::Ragged(r) => {
+                    let path = ragged_path(r);
+                    let e = parse_name(file, name, path)?;
+                    // A trailing array is a ragged dimension only when the
+                    // path names none (the builder's rank comes from the
+                    // path alone).
+                    let implicit = variable_steps(&e) == 0;
+                    outs.push(Out::Ragged);
+                    items.push(item(Slot::Values, e, implicit, true));
+                }
+                FeatureSpec::Sparse(sp) => {
+                    let base = parse_name(file, name, name)?;
+                    let keyed = |k: &str| -> Result<KeyExpr> {
+                        match k.strip_prefix('@') {
+                            Some(abs) => parse_name(file, name, abs),
+                            None => {
+                                let rel = parse_name(file, name, k)?;
+                                let mut steps = base.steps.clone();
+                                steps.extend(rel.steps);
+                                Ok(KeyExpr {
+                                    rooted: false,
+                                    steps,
+                                })
+                            }
+                        }
+                    };
+                    // tf.Example's form names fields of the elements of
+                    // the feature's array; ATDS's names arrays of a record.
+                    let atds = sp.index_key.is_none();
+                    let (keys, value_key) = sparse_keys(sp);
+                    for (k, key) in keys.iter().enumerate() {
+                        let mut it = item(Slot::Index(k), keyed(key)?, true, false);
+                        it.star_before_field = !atds && !key.starts_with('@');
+                        items.push(it);
+                    }
+                    let mut it = item(Slot::Values, keyed(&value_key)?, true, false);
+                    it.star_before_field = !atds && !value_key.starts_with('@');
+                    items.push(it);
+                    index_lists[feat] = keys.len();
+                    outs.push(Out::Sparse {
+                        size: sp.dense_shape(),
+                        // ATDS returns entries in stored order.
+                        sort: !atds && !sp.already_sorted,
+                    });
+                }
+                other => {
+                    return Err(Error::Spec(TensorError::UnsupportedSpec {
+                        feature: name.to_string(),
+                        format: "Avro",
+                        kind: other.kind(),
+                        reason: "not a kind the key-expression path reads".into(),
+                    }));
+                }
+            }
+        }
+        let mut c = Compiler {
+            schema: &schema,
+            reached: HashMap::new(),
+            why: HashMap::new(),
+            roots: Vec::new(),
+            bad_filter: None,
+        };
+        let all: Vec<Target> = items.iter().map(|i| i.target).collect();
+        let root = c.compile(schema.root, items, 0);
+        for t in &all {
+            if !c.reached.contains_key(t) {
+                let spec = &specs[t.feat];
+                let why = c
+                    .why
+                    .get(t)
+                    .cloned()
+                    .unwrap_or_else(|| "the path is not in the writer schema".into());
+                let what = match t.slot {
+                    Slot::Values => String::new(),
+                    Slot::Index(k) => format!("index key {k}: "),
+                };
+                return Err(mismatch(spec.name(), format!("{what}{why}")));
+            }
+        }
+        if let Some((feat, why)) = c.bad_filter.take() {
+            return Err(mismatch(specs[feat].name(), why));
+        }
+        // Ranks: a varlen feature's rank and a ragged feature's levels are
+        // its variable steps, implied ones included.
+        for (feat, spec) in specs.iter().enumerate() {
+            let levels = max_level(&root, feat);
+            match (&outs[feat], spec) {
+                (Out::Varlen { dims }, _) if dims.len() != levels => {
+                    return Err(mismatch(
+                        spec.name(),
+                        format!(
+                            "the spec has rank {} but the path has {levels} variable steps \
+                             ([*] or filters, with those implied by trailing arrays)",
+                            dims.len()
+                        ),
+                    ));
+                }
+                (Out::Ragged, FeatureSpec::Ragged(r))
+                    if ragged_levels(ragged_path(r)) != levels =>
+                {
+                    return Err(mismatch(
+                        spec.name(),
+                        format!(
+                            "the path has {levels} variable steps, the ragged builder {}",
+                            ragged_levels(ragged_path(r))
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        let roots = std::mem::take(&mut c.roots);
+        drop(c);
+        Ok(GeneralPlan {
+            schema,
+            root,
+            roots,
+            outs,
+            index_lists,
+        })
+    }
+}
+
+/// The number of counted dimensions of `feat` in the program (the
+/// deepest level + 1 of its dims).
+fn max_level(p: &Prog, feat: usize) -> usize {
+    match p {
+        Prog::Skip(_) | Prog::Leaf { .. } => 0,
+        Prog::Record(v) => v.iter().map(|p| max_level(p, feat)).max().unwrap_or(0),
+        Prog::Union { branches, .. } => branches
+            .iter()
+            .map(|p| max_level(p, feat))
+            .max()
+            .unwrap_or(0),
+        Prog::Array { children, .. } | Prog::Map { children, .. } => children
+            .iter()
+            .map(|c| {
+                let here = c
+                    .dims
+                    .iter()
+                    .filter(|d| d.0 == feat)
+                    .map(|d| d.1 + 1)
+                    .max()
+                    .unwrap_or(0);
+                here.max(max_level(&c.prog, feat))
+            })
+            .max()
+            .unwrap_or(0),
+    }
+}
+
+/// Why decoding a record failed, before the location is attached.
+#[derive(Debug)]
+enum Fail {
+    Datum(DatumError),
+    Feature(usize, FeatureProblem),
+}
+
+impl From<DatumError> for Fail {
+    fn from(e: DatumError) -> Self {
+        Fail::Datum(e)
+    }
+}
+
+type Hot<T> = std::result::Result<T, Fail>;
+
+/// A value compared by a filter: numbers as numbers, the rest as bytes
+/// (a range of the block, or an enum symbol).
+#[derive(Clone, Copy, Debug)]
+enum Val {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Bytes(usize, usize),
+    Symbol(usize, usize),
+}
+
+/// Per-decoder scratch of the general path (cloned empty per thread).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Scratch {
+    /// Values each feature received in this record.
+    count: Vec<usize>,
+    /// Whether a null cut each feature's path in this record.
+    nulled: Vec<bool>,
+    /// The current index of each counted dimension, per feature.
+    idx: Vec<Vec<i64>>,
+    /// Sparse features: index lists and values of this record.
+    sparse_idx: Vec<Vec<Vec<i64>>>,
+    sparse_vals: Vec<Option<Values>>,
+    /// Selected counts of the arrays being walked (a stack).
+    sel: Vec<usize>,
+    roots: Vec<Option<Val>>,
+    order: Vec<usize>,
+}
+
+impl Scratch {
+    fn fit(&mut self, plan: &GeneralPlan, specs: &[FeatureSpec]) {
+        let n = plan.outs.len();
+        if self.count.len() != n {
+            self.count = vec![0; n];
+            self.nulled = vec![false; n];
+            self.idx = plan
+                .outs
+                .iter()
+                .map(|o| match o {
+                    Out::Varlen { dims } => vec![0; dims.len()],
+                    _ => vec![0; 64],
+                })
+                .collect();
+            self.sparse_idx = plan
+                .index_lists
+                .iter()
+                .map(|&k| vec![Vec::new(); k])
+                .collect();
+            self.sparse_vals = specs
+                .iter()
+                .zip(&plan.outs)
+                .map(|(s, o)| matches!(o, Out::Sparse { .. }).then(|| Values::new(s.dtype())))
+                .collect();
+        }
+        self.roots.resize(plan.roots.len(), None);
+    }
+}
+
+struct Run<'a, 'b> {
+    schema: &'a Schema,
+    plan: &'a GeneralPlan,
+    cols: &'a mut [BuilderColumn],
+    st: &'a mut Scratch,
+    row: i64,
+    buf: &'b [u8],
+}
+
+impl<'b> Run<'_, 'b> {
+    fn value(&mut self, r: &mut Reader<'b>, prog: &Prog, depth: usize) -> Hot<()> {
+        if depth > MAX_DEPTH {
+            return Err(r.err("values nest too deeply").into());
+        }
+        match prog {
+            Prog::Skip(n) => r.skip(self.schema, *n, depth)?,
+            Prog::Leaf { leaf, targets } => {
+                if let [t] = targets.as_slice() {
+                    self.emit(r, *leaf, *t)?;
+                } else {
+                    let start = *r;
+                    for t in targets {
+                        *r = start;
+                        self.emit(r, *leaf, *t)?;
+                    }
+                }
+            }
+            Prog::Record(fields) => {
+                for f in fields {
+                    self.value(r, f, depth + 1)?;
+                }
+            }
+            Prog::Union { branches, nulls } => {
+                let at = r.pos;
+                let b = r.long()?;
+                let p = usize::try_from(b)
+                    .ok()
+                    .and_then(|b| branches.get(b))
+                    .ok_or(DatumError {
+                        reason: "union branch index out of range",
+                        offset: at,
+                    })?;
+                if let Prog::Skip(n) = p {
+                    if matches!(self.schema.node(*n), Node::Null) {
+                        for &f in nulls {
+                            self.st.nulled[f] = true;
+                        }
+                        return Ok(());
+                    }
+                }
+                self.value(r, p, depth + 1)?;
+            }
+            Prog::Array {
+                item,
+                min,
+                children,
+            } => self.array(r, *item, *min, children, depth)?,
+            Prog::Map { value, children } => self.map(r, *value, children, depth)?,
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn emit(&mut self, r: &mut Reader<'b>, leaf: Leaf, t: Target) -> Hot<()> {
+        let f = t.feat;
+        match t.slot {
+            Slot::Index(k) => {
+                let v = match leaf {
+                    Leaf::Int => r.int()? as i64,
+                    _ => r.long()?,
+                };
+                self.st.sparse_idx[f][k].push(v);
+            }
+            Slot::Values => {
+                let vals = match &mut self.cols[f].builder {
+                    ColumnBuilder::Dense(d) => &mut d.values,
+                    ColumnBuilder::Padded(p) => &mut p.values,
+                    ColumnBuilder::Ragged(g) => &mut g.values,
+                    ColumnBuilder::Sparse(s) => match &mut self.st.sparse_vals[f] {
+                        Some(v) => v,
+                        None => {
+                            s.indices.push(self.row);
+                            s.indices.extend_from_slice(&self.st.idx[f]);
+                            &mut s.values
+                        }
+                    },
+                };
+                read_leaf(r, self.schema, leaf, vals)?;
+                self.st.count[f] += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn hit(&mut self, start: &Reader<'b>, item: usize, sel: &Sel, n: u64) -> Hot<bool> {
+        Ok(match sel {
+            Sel::Star => true,
+            Sel::Index(i) => *i == n,
+            Sel::Key(_) => false,
+            Sel::Filter { lhs, rhs } => {
+                let a = eval(*start, self.schema, item, lhs)?;
+                let b = match rhs {
+                    Rhs::Literal(lit) => {
+                        return Ok(a.is_some_and(|a| eq_literal(a, lit, self.buf, self.schema)));
+                    }
+                    Rhs::Path(p) => eval(*start, self.schema, item, p)?,
+                    Rhs::Root(k) => self.st.roots[*k],
+                };
+                match (a, b) {
+                    (Some(a), Some(b)) => eq_vals(a, b, self.buf, self.schema),
+                    _ => false,
+                }
+            }
+        })
+    }
+
+    fn begin_selected(&mut self, c: &Child, sel: usize) {
+        for &(f, level) in &c.dims {
+            if let Some(slot) = self.st.idx[f].get_mut(level) {
+                *slot = sel as i64;
+            }
+        }
+    }
+
+    /// Closes the dimensions counted by `c` at `n` selected elements.
+    fn end_selected(&mut self, c: &Child, n: usize) -> Hot<()> {
+        for &(f, level) in &c.dims {
+            match (&mut self.cols[f].builder, &self.plan.outs[f]) {
+                (ColumnBuilder::Sparse(s), Out::Varlen { dims }) => match dims.get(level) {
+                    Some(Some(d)) if *d != n => {
+                        return Err(Fail::Feature(
+                            f,
+                            FeatureProblem::WrongCount {
+                                dim: Some(level),
+                                expected: *d,
+                                actual: n,
+                            },
+                        ));
+                    }
+                    Some(Some(_)) => {}
+                    _ => {
+                        if let Some(s) = s.shape.get_mut(level) {
+                            *s = (*s).max(n as i64);
+                        }
+                    }
+                },
+                (ColumnBuilder::Ragged(g), _) if level > 0 => {
+                    if let Some(p) = g.partitions.get_mut(level - 1) {
+                        p.values.push(n as i64);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn array(
+        &mut self,
+        r: &mut Reader<'b>,
+        item: usize,
+        min: usize,
+        children: &[Child],
+        depth: usize,
+    ) -> Hot<()> {
+        if let [c] = children {
+            if let (Sel::Star, Prog::Leaf { leaf, targets }) = (&c.sel, &c.prog) {
+                if let [t] = targets.as_slice() {
+                    if t.slot == Slot::Values && self.st.sparse_vals[t.feat].is_none() {
+                        return self.leaves(r, *leaf, t.feat, c);
+                    }
+                }
+            }
+        }
+        let base = self.st.sel.len();
+        self.st.sel.resize(base + children.len(), 0);
+        let single = matches!(children, [c] if matches!(c.sel, Sel::Star));
+        let mut n = 0u64;
+        loop {
+            let count = r.block_count(min)?;
+            if count == 0 {
+                break;
+            }
+            for _ in 0..count {
+                if single {
+                    let c = &children[0];
+                    let sel = self.st.sel[base];
+                    self.begin_selected(c, sel);
+                    self.value(r, &c.prog, depth + 1)?;
+                    self.st.sel[base] += 1;
+                } else {
+                    let start = *r;
+                    let mut end = None;
+                    for (k, c) in children.iter().enumerate() {
+                        if self.hit(&start, item, &c.sel, n)? {
+                            let mut rc = start;
+                            let sel = self.st.sel[base + k];
+                            self.begin_selected(c, sel);
+                            self.value(&mut rc, &c.prog, depth + 1)?;
+                            self.st.sel[base + k] += 1;
+                            end = Some(rc.pos);
+                        }
+                    }
+                    match end {
+                        Some(e) => r.pos = e,
+                        None => r.skip(self.schema, item, depth + 1)?,
+                    }
+                }
+                n += 1;
+            }
+        }
+        let res = self.close(children, base, n);
+        self.st.sel.truncate(base);
+        res
+    }
+
+    /// `arr[*]` over an array of leaves, for one feature: values read in
+    /// bulk where the encoding allows (floats and doubles are copied).
+    fn leaves(&mut self, r: &mut Reader<'b>, leaf: Leaf, f: usize, c: &Child) -> Hot<()> {
+        let level = c.dims.first().map(|d| d.1);
+        let mut n = 0usize;
+        loop {
+            let count = r.block_count(leaf_size(leaf))?;
+            if count == 0 {
+                break;
+            }
+            match &mut self.cols[f].builder {
+                ColumnBuilder::Dense(d) => read_leaves(r, self.schema, leaf, count, &mut d.values)?,
+                ColumnBuilder::Padded(p) => {
+                    read_leaves(r, self.schema, leaf, count, &mut p.values)?
+                }
+                ColumnBuilder::Ragged(g) => {
+                    read_leaves(r, self.schema, leaf, count, &mut g.values)?
+                }
+                ColumnBuilder::Sparse(s) => {
+                    read_leaves(r, self.schema, leaf, count, &mut s.values)?;
+                    let idx = &mut self.st.idx[f];
+                    s.indices.reserve(count * (idx.len() + 1));
+                    for k in 0..count {
+                        if let Some(l) = level {
+                            idx[l] = (n + k) as i64;
+                        }
+                        s.indices.push(self.row);
+                        s.indices.extend_from_slice(idx);
+                    }
+                }
+            }
+            self.st.count[f] += count;
+            n += count;
+        }
+        self.end_selected(c, n)
+    }
+
+    fn close(&mut self, children: &[Child], base: usize, n: u64) -> Hot<()> {
+        for (k, c) in children.iter().enumerate() {
+            let sel = self.st.sel[base + k];
+            match &c.sel {
+                Sel::Index(i) if *i >= n => {
+                    return Err(Fail::Feature(
+                        c.first,
+                        FeatureProblem::IndexOutOfRange {
+                            dim: None,
+                            index: i64::try_from(*i).unwrap_or(i64::MAX),
+                            size: n as i64,
+                        },
+                    ));
+                }
+                Sel::Key(_) if sel == 0 => {
+                    return Err(Fail::Feature(c.first, FeatureProblem::Missing));
+                }
+                Sel::Star | Sel::Filter { .. } => self.end_selected(c, sel)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn map(
+        &mut self,
+        r: &mut Reader<'b>,
+        value: usize,
+        children: &[Child],
+        depth: usize,
+    ) -> Hot<()> {
+        let base = self.st.sel.len();
+        self.st.sel.resize(base + children.len(), 0);
+        let mut n = 0u64;
+        loop {
+            let at = r.pos;
+            let count = r.long()?;
+            if count == 0 {
+                break;
+            }
+            if count < 0 && r.long()? < 0 {
+                return Err(r.err("negative map block size").into());
+            }
+            // Each entry takes at least its key's length byte.
+            if count.unsigned_abs() > r.remaining() as u64 {
+                return Err(Fail::Datum(DatumError {
+                    reason: "map block claims more entries than the block holds",
+                    offset: at,
+                }));
+            }
+            for _ in 0..count.unsigned_abs() {
+                let key = r.bytes()?;
+                let start = *r;
+                let mut end = None;
+                for (k, c) in children.iter().enumerate() {
+                    let hit = match &c.sel {
+                        Sel::Key(want) => want.as_slice() == key,
+                        Sel::Star => true,
+                        _ => false,
+                    };
+                    if hit {
+                        let mut rc = start;
+                        let sel = self.st.sel[base + k];
+                        self.begin_selected(c, sel);
+                        self.value(&mut rc, &c.prog, depth + 1)?;
+                        self.st.sel[base + k] += 1;
+                        end = Some(rc.pos);
+                    }
+                }
+                match end {
+                    Some(e) => r.pos = e,
+                    None => r.skip(self.schema, value, depth + 1)?,
+                }
+                n += 1;
+            }
+        }
+        let res = self.close(children, base, n);
+        self.st.sel.truncate(base);
+        res
+    }
+
+    /// After a record: completes each feature's row.
+    fn finish_row(&mut self) -> Hot<()> {
+        for f in 0..self.plan.outs.len() {
+            let got = self.st.count[f];
+            let missing = |st: &Scratch| {
+                if st.nulled[f] {
+                    FeatureProblem::NullWithoutDefault
+                } else {
+                    FeatureProblem::Missing
+                }
+            };
+            match (&self.plan.outs[f], &mut self.cols[f].builder) {
+                (Out::Dense { row_len, default }, ColumnBuilder::Dense(d)) => {
+                    if got > *row_len {
+                        return Err(Fail::Feature(
+                            f,
+                            FeatureProblem::WrongCount {
+                                dim: None,
+                                expected: *row_len,
+                                actual: got,
+                            },
+                        ));
+                    }
+                    if got < *row_len {
+                        match default {
+                            Some(v) => d.values.extend_from_range(v, got..*row_len),
+                            None if got == 0 => return Err(Fail::Feature(f, missing(self.st))),
+                            None => {
+                                return Err(Fail::Feature(
+                                    f,
+                                    FeatureProblem::WrongCount {
+                                        dim: None,
+                                        expected: *row_len,
+                                        actual: got,
+                                    },
+                                ));
+                            }
+                        }
+                    }
+                    d.end_row();
+                }
+                (
+                    Out::Padded {
+                        item_len,
+                        default,
+                        required,
+                    },
+                    ColumnBuilder::Padded(p),
+                ) => {
+                    if *required && got == 0 && self.st.nulled[f] {
+                        return Err(Fail::Feature(f, FeatureProblem::Missing));
+                    }
+                    let item = (*item_len).max(1);
+                    let steps = got.div_ceil(item);
+                    let short = steps * item - got;
+                    if short > 0 {
+                        match default {
+                            Some(v) => p.values.extend_from_range(v, item - short..item),
+                            None => {
+                                return Err(Fail::Feature(
+                                    f,
+                                    FeatureProblem::NotMultiple { item, actual: got },
+                                ));
+                            }
+                        }
+                    }
+                    p.steps.push(if *item_len == 0 { 0 } else { steps });
+                }
+                (Out::Sparse { size, sort }, ColumnBuilder::Sparse(s)) => {
+                    sparse_row(self.st, self.row, f, size, *sort, s)?;
+                }
+                (Out::Ragged, ColumnBuilder::Ragged(g)) => g.end_row(),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Zips a sparse feature's index lists and values of one record into its
+/// column, sorted by index.
+fn sparse_row(
+    st: &mut Scratch,
+    row: i64,
+    f: usize,
+    size: &[i64],
+    sort: bool,
+    s: &mut SparseBuilder,
+) -> Hot<()> {
+    {
+        let Some(vals) = st.sparse_vals[f].as_mut() else {
+            return Ok(());
+        };
+        let nnz = vals.len();
+        let lists = &st.sparse_idx[f];
+        for (k, ids) in lists.iter().enumerate() {
+            if ids.len() != nnz {
+                return Err(Fail::Feature(
+                    f,
+                    FeatureProblem::IndexCountMismatch {
+                        dim: Some(k),
+                        indices: ids.len(),
+                        values: nnz,
+                    },
+                ));
+            }
+            if let Some(&bad) = ids.iter().find(|&&i| i < 0 || i >= size[k]) {
+                return Err(Fail::Feature(
+                    f,
+                    FeatureProblem::IndexOutOfRange {
+                        dim: Some(k),
+                        index: bad,
+                        size: size[k],
+                    },
+                ));
+            }
+        }
+        // Sorted by index tuple, stably, as TensorFlow's SparseFeature
+        // returns them.
+        st.order.clear();
+        st.order.extend(0..nnz);
+        if sort {
+            st.order.sort_by(|&a, &b| {
+                lists
+                    .iter()
+                    .map(|l| l[a].cmp(&l[b]))
+                    .find(|o| o.is_ne())
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            });
+        }
+        s.values.reserve(nnz);
+        for &j in &st.order {
+            s.values.extend_from_range(vals, j..j + 1);
+            s.indices.push(row);
+            s.indices.extend(lists.iter().map(|l| l[j]));
+        }
+        Ok(())
+    }
+}
+
+/// Reads the value at `path` (field names, through unions) of the value
+/// of `node` at `r`; `None` when a null or another branch cuts it.
+fn eval(mut r: Reader<'_>, schema: &Schema, mut node: usize, path: &[String]) -> Hot<Option<Val>> {
+    let mut i = 0;
+    for _ in 0..=MAX_DEPTH {
+        match schema.node(node) {
+            Node::Union(branches) => {
+                let at = r.pos;
+                let b = r.long()?;
+                node = *usize::try_from(b)
+                    .ok()
+                    .and_then(|b| branches.get(b))
+                    .ok_or(DatumError {
+                        reason: "union branch index out of range",
+                        offset: at,
+                    })?;
+            }
+            Node::Record { fields, .. } if i < path.len() => {
+                let Some(k) = fields.iter().position(|(n, _)| *n == path[i]) else {
+                    return Ok(None);
+                };
+                for &(_, f) in &fields[..k] {
+                    r.skip(schema, f, 1)?;
+                }
+                node = fields[k].1;
+                i += 1;
+            }
+            _ if i < path.len() => return Ok(None),
+            Node::Int | Node::Long => return Ok(Some(Val::Int(r.long()?))),
+            Node::Float => return Ok(Some(Val::Float(r.float()? as f64))),
+            Node::Double => return Ok(Some(Val::Float(r.double()?))),
+            Node::Boolean => return Ok(Some(Val::Bool(r.boolean()?))),
+            Node::Bytes | Node::String => {
+                let b = r.bytes()?;
+                let end = r.pos;
+                return Ok(Some(Val::Bytes(end - b.len(), end)));
+            }
+            Node::Fixed(n) => {
+                r.take(*n)?;
+                return Ok(Some(Val::Bytes(r.pos - n, r.pos)));
+            }
+            Node::Enum { symbols } => {
+                let at = r.pos;
+                let i = r.long()?;
+                let i = usize::try_from(i)
+                    .ok()
+                    .filter(|&i| i < symbols.len())
+                    .ok_or(DatumError {
+                        reason: "enum index out of range",
+                        offset: at,
+                    })?;
+                return Ok(Some(Val::Symbol(node, i)));
+            }
+            _ => return Ok(None),
+        }
+    }
+    Err(r.err("values nest too deeply").into())
+}
+
+fn text<'v>(v: Val, buf: &'v [u8], schema: &'v Schema) -> Option<&'v [u8]> {
+    match v {
+        Val::Bytes(a, b) => buf.get(a..b),
+        Val::Symbol(node, i) => match schema.node(node) {
+            Node::Enum { symbols } => symbols.get(i).map(|s| s.as_bytes()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn eq_literal(v: Val, lit: &[u8], buf: &[u8], schema: &Schema) -> bool {
+    let s = std::str::from_utf8(lit).unwrap_or("");
+    match v {
+        Val::Int(i) => s.parse::<i64>() == Ok(i),
+        Val::Float(x) => s.parse::<f64>() == Ok(x),
+        Val::Bool(b) => s == if b { "true" } else { "false" },
+        _ => text(v, buf, schema) == Some(lit),
+    }
+}
+
+fn eq_vals(a: Val, b: Val, buf: &[u8], schema: &Schema) -> bool {
+    match (a, b) {
+        (Val::Int(x), Val::Int(y)) => x == y,
+        (Val::Float(x), Val::Float(y)) => x == y,
+        (Val::Int(x), Val::Float(y)) | (Val::Float(y), Val::Int(x)) => x as f64 == y,
+        (Val::Bool(x), Val::Bool(y)) => x == y,
+        _ => match (text(a, buf, schema), text(b, buf, schema)) {
+            (Some(x), Some(y)) => x == y,
+            _ => false,
+        },
+    }
+}
+
+/// Decodes rows `rows` of a block through a general plan (the general
+/// twin of `AvroDecoder::decode_block_to`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decode_block(
+    plan: &GeneralPlan,
+    specs: &[FeatureSpec],
+    st: &mut Scratch,
+    file: &Arc<str>,
+    block: u64,
+    first_record: u64,
+    data: &[u8],
+    record_count: usize,
+    rows: Range<usize>,
+    out: &mut BatchBuilder,
+) -> Result<usize> {
+    let at = || Location::block(file.clone(), block);
+    let schema = &*plan.schema;
+    let min = schema.min_size[schema.root].max(1);
+    if record_count > data.len() / min {
+        return Err(Error::BadBlock {
+            at: at().into(),
+            reason: format!(
+                "the block claims {record_count} records in {} bytes \
+                 (records of this schema take at least {min})",
+                data.len()
+            ),
+        });
+    }
+    st.fit(plan, specs);
+    let mut r = Reader::new(data);
+    let end = rows.end.min(record_count);
+    for i in 0..end {
+        let record = first_record.saturating_add(i as u64);
+        // Rows before `rows` are decoded and dropped rather than skipped
+        // by schema: the program reads map entries a skip would jump
+        // over by their block size, so only decoding consumes exactly the
+        // bytes (and finds exactly the errors) that decoding does.
+        out.begin_row();
+        let row = out.next_row() as i64;
+        let res = decode_record(plan, st, &mut r, data, row, out.columns_mut());
+        match &res {
+            Ok(()) if i >= rows.start => out.end_row(),
+            _ => out.discard_row(),
+        }
+        if let Err(e) = res {
+            return Err(match e {
+                Fail::Datum(d) => Error::Datum {
+                    at: at().with_record(record).into(),
+                    reason: format!("{} at byte {} of the block", d.reason, d.offset),
+                },
+                Fail::Feature(col, problem) => Error::Feature {
+                    at: at()
+                        .with_record(record)
+                        .with_feature(specs[col].name())
+                        .into(),
+                    problem,
+                },
+            });
+        }
+    }
+    if end == record_count && !r.at_end() {
+        return Err(Error::Datum {
+            at: at().into(),
+            reason: format!(
+                "{} bytes left after the block's {record_count} records",
+                r.remaining()
+            ),
+        });
+    }
+    Ok(r.pos)
+}
+
+/// Decodes one record into its row.
+fn decode_record<'b>(
+    plan: &GeneralPlan,
+    st: &mut Scratch,
+    r: &mut Reader<'b>,
+    buf: &'b [u8],
+    row: i64,
+    cols: &mut [BuilderColumn],
+) -> Hot<()> {
+    st.count.iter_mut().for_each(|c| *c = 0);
+    st.nulled.iter_mut().for_each(|n| *n = false);
+    st.sel.clear();
+    for (f, v) in st.sparse_vals.iter_mut().enumerate() {
+        if let Some(v) = v {
+            v.clear();
+            st.sparse_idx[f].iter_mut().for_each(Vec::clear);
+        }
+    }
+    let schema = &*plan.schema;
+    for (k, path) in plan.roots.iter().enumerate() {
+        st.roots[k] = eval(*r, schema, schema.root, path)?;
+    }
+    let mut run = Run {
+        schema,
+        plan,
+        cols,
+        st,
+        row,
+        buf,
+    };
+    run.value(r, &plan.root, 0)?;
+    run.finish_row()
+}
+
+/// The general path's share of an `AvroDecoder`: plans by file and by
+/// schema text, and the scratch of the record being decoded.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Plans {
+    by_file: HashMap<Arc<str>, Arc<GeneralPlan>>,
+    by_schema: HashMap<String, Arc<GeneralPlan>>,
+    scratch: Scratch,
+}
+
+impl Plans {
+    /// Compiles (or reuses) the plan of `file`'s writer schema.
+    pub(crate) fn add_schema(
+        &mut self,
+        specs: &[FeatureSpec],
+        file: Arc<str>,
+        schema_json: &str,
+    ) -> Result<()> {
+        let plan = match self.by_schema.get(schema_json) {
+            Some(p) => p.clone(),
+            None => {
+                let schema = Schema::parse(schema_json).map_err(|reason| Error::BadHeader {
+                    file: file.clone(),
+                    reason: format!("bad writer schema: {reason}"),
+                })?;
+                let plan = Arc::new(GeneralPlan::compile(Arc::new(schema), specs, &file)?);
+                self.by_schema.insert(schema_json.to_string(), plan.clone());
+                plan
+            }
+        };
+        self.by_file.insert(file, plan);
+        Ok(())
+    }
+
+    pub(crate) fn knows(&self, file: &Arc<str>) -> bool {
+        self.by_file.contains_key(file)
+    }
+
+    /// [`decode_block`] with the plan of `file`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn decode_block(
+        &mut self,
+        specs: &[FeatureSpec],
+        file: &Arc<str>,
+        block: u64,
+        first_record: u64,
+        data: &[u8],
+        record_count: usize,
+        rows: Range<usize>,
+        out: &mut BatchBuilder,
+    ) -> Result<usize> {
+        let plan = self
+            .by_file
+            .get(file)
+            .cloned()
+            .ok_or_else(|| Error::Schema {
+                file: file.clone(),
+                feature: String::new(),
+                reason: "no writer schema was registered for this file".into(),
+            })?;
+        decode_block(
+            &plan,
+            specs,
+            &mut self.scratch,
+            file,
+            block,
+            first_record,
+            data,
+            record_count,
+            rows,
+            out,
+        )
+    }
+}
