@@ -79,6 +79,7 @@ mod decoder;
 mod encode;
 mod infer;
 mod plan;
+mod resolve;
 mod schema;
 mod sink;
 
@@ -97,6 +98,7 @@ pub use error::{Error, Result};
 pub use format::AvroFormat;
 pub use generic::{AvroValue, Datum, DatumReader, DatumSchema, datum_to_json};
 pub use grist_tensor::{FeatureProblem, FormatError, Location};
+pub use resolve::ReaderSchema;
 pub use sink::{DatumEncoder, RECORD_NAME};
 pub use source::{AvroSource, AvroStream};
 pub use writer::{ContainerWriter, WriteSummary, WriterOptions};
