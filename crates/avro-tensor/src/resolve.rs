@@ -307,11 +307,9 @@ impl Resolver<'_> {
                             .map(|i| (i, rs[i].clone()))
                     })
                     .collect();
-                if map
-                    .iter()
-                    .enumerate()
-                    .all(|(i, m)| matches!(m, Some((j, _)) if *j == i))
-                {
+                // The writer's own enum when each symbol reads as itself at
+                // its own index (a symbol read as the default does not).
+                if ws.iter().enumerate().all(|(i, s)| rs.get(i) == Some(s)) {
                     return Ok((w, true));
                 }
                 Ok((self.push(Node::EnumMap { symbols: map }), false))
@@ -765,6 +763,16 @@ mod tests {
             panic!()
         };
         assert_eq!(symbols, &[Some((0, "a".into())), None]);
+        // A default standing in for a symbol at its index is a map.
+        let s = resolved(
+            &e(r#"["a", "c"]"#, ""),
+            &e(r#"["a", "z"]"#, r#", "default": "z""#),
+        )
+        .unwrap();
+        let Node::Record { fields, .. } = s.node(s.root) else {
+            panic!()
+        };
+        assert!(matches!(s.node(fields[0].1), Node::EnumMap { .. }));
         // A reader enum extending the writer's is the writer's.
         let s = resolved(&e(r#"["a", "b"]"#, ""), &e(r#"["a", "b", "c"]"#, "")).unwrap();
         let w = Schema::parse(&e(r#"["a", "b"]"#, "")).unwrap();

@@ -22,6 +22,15 @@ pub(crate) fn load_spec(path: &Path) -> anyhow::Result<LoadedSpec> {
     Ok(LoadedSpec { spec })
 }
 
+/// Reads the Avro reader schema at `path` (a `.avsc` file: the schema's
+/// JSON), for `--reader-schema`; errors name the file. The schema itself
+/// is checked by the Avro format when the reader is built.
+pub(crate) fn load_reader_schema(path: &Path) -> anyhow::Result<serde_json::Value> {
+    let context = || format!("reader schema {}", path.display());
+    let text = read_text(path).with_context(context)?;
+    serde_json::from_str(&text).with_context(context)
+}
+
 /// The text of a small file (a spec) at a path or URL.
 fn read_text(path: &Path) -> anyhow::Result<String> {
     let storage = crate::sources::storage()?;
