@@ -208,7 +208,7 @@ fn bench_and_convert_take_the_reader_schema() {
             "--batch-size",
             &n,
         ],
-        &[out.clone()],
+        std::slice::from_ref(&out),
     );
     run.assert_ok("cat the converted files");
     let ids = &run.json_lines()[0]["outputs"]["id"]["values"];
@@ -225,7 +225,7 @@ fn bench_and_convert_take_the_reader_schema() {
             arg(&d.avsc),
         ],
     ] {
-        let run = grist_on(&args, &[out.clone()]);
+        let run = grist_on(&args, std::slice::from_ref(&out));
         run.assert_failed("--reader-schema on TFRecord files");
         assert!(
             run.stderr.contains("TFRecord") && run.stderr.contains("reader schema"),
