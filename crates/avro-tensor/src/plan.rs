@@ -489,8 +489,9 @@ impl Plan {
                     defaults.push((col, Constant::Dense(v)));
                 }
                 _ => {
+                    let which = if schema.resolved { "reader" } else { "writer" };
                     return Err(
-                        c.mismatch(spec.name(), "the writer schema has no such field".into())
+                        c.mismatch(spec.name(), format!("the {which} schema has no such field"))
                     );
                 }
             }

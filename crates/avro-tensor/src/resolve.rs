@@ -117,7 +117,9 @@ pub(crate) fn resolve(writer: &Schema, reader: &ReaderSchema, file: &Arc<str>) -
     let (root, _) = resolver
         .resolve(writer.root, r.root)
         .map_err(|m| m.into_error(file))?;
-    Ok(Schema::new(resolver.nodes, root, named))
+    let mut schema = Schema::new(resolver.nodes, root, named);
+    schema.resolved = true;
+    Ok(schema)
 }
 
 /// A reader node moved to `offset` in the resolved arena.

@@ -124,6 +124,9 @@ pub(crate) struct Schema {
     pub(crate) min_size: Vec<usize>,
     /// The names, aliases and defaults of the named types, by node.
     pub(crate) named: HashMap<usize, Named>,
+    /// Whether this is a writer schema resolved against a reader schema
+    /// (`resolve.rs`): its field names are the reader's.
+    pub(crate) resolved: bool,
 }
 
 impl Schema {
@@ -148,6 +151,7 @@ impl Schema {
             root,
             min_size,
             named,
+            resolved: false,
         }
     }
 

@@ -161,6 +161,23 @@ fn batches_read_through_the_reader_schema_as_apache_avro_resolves_them() {
         .with_reader_schema(reader_schema());
     let batch = decode_all(decoder, &files).unwrap();
     assert_rows(&batch_rows(&batch), &expected_rows(&files));
+    // The specs name the reader's fields: a writer field the reader lacks
+    // is no feature.
+    let legacy: Vec<FeatureSpec> = serde_json::from_value(
+        json!([{"name": "legacy", "kind": "dense", "dtype": "int64", "shape": []}]),
+    )
+    .unwrap();
+    let decoder = AvroDecoder::new(&legacy)
+        .unwrap()
+        .with_reader_schema(reader_schema());
+    let err = decode_all(decoder, &files[..1]).unwrap_err();
+    assert!(
+        matches!(&err, Error::Schema { feature, .. } if feature == "legacy")
+            && err
+                .to_string()
+                .contains("the reader schema has no such field"),
+        "{err}"
+    );
     // Without the reader schema, the versions do not read as one.
     let err = decode_all(AvroDecoder::new(&specs()).unwrap(), &files).unwrap_err();
     assert!(matches!(err, Error::Schema { .. }), "{err}");
@@ -442,5 +459,82 @@ fn a_bad_reader_schema_is_refused() {
     assert_eq!(
         ReaderSchema::from_value(&text).unwrap().json()["name"],
         "Event"
+    );
+}
+
+/// Datums written by apache-avro with `writer`, read through `reader` by
+/// grist's generic decoder and by apache-avro's `from_avro_datum`.
+fn differential(writer: &str, reader: &str, values: Vec<apache_avro::types::Value>) {
+    let w = apache_avro::Schema::parse_str(writer).unwrap();
+    let r = apache_avro::Schema::parse_str(reader).unwrap();
+    let schema = grist_avro_tensor::DatumSchema::resolve(
+        "d.avro",
+        writer,
+        &ReaderSchema::parse(reader).unwrap(),
+    )
+    .unwrap();
+    for (i, value) in values.into_iter().enumerate() {
+        let datum = apache_avro::to_avro_datum(&w, value).unwrap();
+        let want = apache_avro::from_avro_datum(&w, &mut &datum[..], Some(&r)).unwrap();
+        let at = grist_avro_tensor::Location::block("d.avro", 0).with_record(i as u64);
+        let got = datum_to_json(&schema, &datum, &at).unwrap();
+        assert_eq!(got, grist_testkit::evolution::to_json(&want), "value {i}");
+    }
+}
+
+#[test]
+fn nested_recursive_and_map_values_resolve_as_apache_avro_resolves_them() {
+    use apache_avro::types::Value as V;
+    // A recursive list whose reader adds a field and promotes another.
+    let node = |v: i32, next: Option<V>| {
+        V::Record(vec![
+            ("v".into(), V::Int(v)),
+            (
+                "next".into(),
+                match next {
+                    None => V::Union(0, Box::new(V::Null)),
+                    Some(n) => V::Union(1, Box::new(n)),
+                },
+            ),
+        ])
+    };
+    differential(
+        r#"{"type": "record", "name": "Node", "fields": [
+            {"name": "v", "type": "int"}, {"name": "next", "type": ["null", "Node"]}]}"#,
+        r#"{"type": "record", "name": "Node", "fields": [
+            {"name": "v", "type": "long"}, {"name": "next", "type": ["null", "Node"]},
+            {"name": "w", "type": "string", "default": "d"}]}"#,
+        vec![node(1, None), node(1, Some(node(2, Some(node(3, None)))))],
+    );
+    // Maps and arrays of records, promoted and evolved inside.
+    let inner = |a: i32| {
+        V::Record(vec![
+            ("a".into(), V::Int(a)),
+            ("gone".into(), V::String(format!("g{a}"))),
+        ])
+    };
+    let outer = |n: i32| {
+        V::Record(vec![
+            (
+                "m".into(),
+                V::Map((0..n).map(|k| (format!("k{k}"), V::Int(k * 7))).collect()),
+            ),
+            ("xs".into(), V::Array((0..n).map(inner).collect())),
+            ("f".into(), V::Float(n as f32 + 0.5)),
+        ])
+    };
+    differential(
+        r#"{"type": "record", "name": "O", "fields": [
+            {"name": "m", "type": {"type": "map", "values": "int"}},
+            {"name": "xs", "type": {"type": "array", "items": {"type": "record", "name": "I",
+                "fields": [{"name": "a", "type": "int"}, {"name": "gone", "type": "string"}]}}},
+            {"name": "f", "type": "float"}]}"#,
+        r#"{"type": "record", "name": "O", "fields": [
+            {"name": "f", "type": ["null", "string", "double"]},
+            {"name": "xs", "type": {"type": "array", "items": {"type": "record", "name": "I",
+                "fields": [{"name": "added", "type": ["null", "int"], "default": null},
+                           {"name": "a", "type": "long"}]}}},
+            {"name": "m", "type": {"type": "map", "values": "double"}}]}"#,
+        (0..4).map(outer).collect(),
     );
 }

@@ -192,8 +192,10 @@ pub fn reference_records(path: &Path) -> Vec<Json> {
         .collect()
 }
 
-/// An apache-avro value in the JSON form fastavro decodes to.
-fn to_json(v: &Value) -> Json {
+/// An apache-avro value in the JSON form fastavro decodes to (the form of
+/// `grist cat --records`), for the values of strings, numbers, enums,
+/// unions, arrays, maps and records.
+pub fn to_json(v: &Value) -> Json {
     match v {
         Value::Null => Json::Null,
         Value::Boolean(b) => json!(b),
@@ -204,12 +206,18 @@ fn to_json(v: &Value) -> Json {
         Value::String(s) | Value::Enum(_, s) => json!(s),
         Value::Union(_, inner) => to_json(inner),
         Value::Array(items) => Json::Array(items.iter().map(to_json).collect()),
+        Value::Map(entries) => Json::Object(
+            entries
+                .iter()
+                .map(|(k, v)| (k.clone(), to_json(v)))
+                .collect::<Map<_, _>>(),
+        ),
         Value::Record(fields) => Json::Object(
             fields
                 .iter()
                 .map(|(k, v)| (k.clone(), to_json(v)))
                 .collect::<Map<_, _>>(),
         ),
-        other => panic!("no JSON form in this dataset: {other:?}"),
+        other => panic!("no JSON form here: {other:?}"),
     }
 }
