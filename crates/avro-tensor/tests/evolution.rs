@@ -538,3 +538,30 @@ fn nested_recursive_and_map_values_resolve_as_apache_avro_resolves_them() {
         (0..4).map(outer).collect(),
     );
 }
+
+#[test]
+fn cut_files_read_through_the_reader_schema_fail_cleanly() {
+    let (dir, files) = dataset();
+    let reader = reader_schema();
+    for path in &files {
+        let bytes = std::fs::read(path).unwrap();
+        for cut in (0..bytes.len()).step_by(23) {
+            let cut_path = dir.path().join("cut.avro");
+            std::fs::write(&cut_path, &bytes[..cut]).unwrap();
+            // Either path may fail; neither may panic.
+            let files = [cut_path.clone()];
+            let decoder = AvroDecoder::new(&specs())
+                .unwrap()
+                .with_reader_schema(reader.clone());
+            let _ = decode_all(decoder, &files);
+            if let Ok(datums) = DatumReader::open(&cut_path, ReaderOptions::default()) {
+                if let Ok(mut datums) = datums.with_reader_schema(&reader) {
+                    let schema = datums.schema().clone();
+                    while let Ok(Some(d)) = datums.next_datum() {
+                        let _ = datum_to_json(&schema, d.data, &d.location());
+                    }
+                }
+            }
+        }
+    }
+}
