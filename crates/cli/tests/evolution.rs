@@ -167,6 +167,27 @@ fn cat_spec_loads_the_versions_through_the_reader_schema() {
         "{}",
         run.stderr
     );
+    // One that is no Avro schema: the file.
+    let invalid = d.dir.join("invalid.avsc");
+    std::fs::write(
+        &invalid,
+        r#"{"type": "record", "name": "R", "fields": [{"name": "a", "type": "Nope"}]}"#,
+    )
+    .unwrap();
+    for mode in ["--records", "--spec"] {
+        let mut args = vec!["cat", mode];
+        if mode == "--spec" {
+            args.push(arg(&d.spec));
+        }
+        args.extend(["--reader-schema", arg(&invalid)]);
+        let run = grist_on(&args, &d.files);
+        run.assert_failed("an invalid reader schema");
+        assert!(
+            run.stderr.contains("reader schema") && run.stderr.contains("invalid.avsc"),
+            "{}",
+            run.stderr
+        );
+    }
 }
 
 #[test]
