@@ -225,8 +225,12 @@ impl<'a> Reader<'a> {
             Node::Boolean => {
                 self.boolean()?;
             }
-            Node::Int | Node::Long | Node::Enum { .. } => {
+            Node::Int | Node::Long | Node::Enum { .. } | Node::EnumMap { .. } => {
                 self.long()?;
+            }
+            Node::Default { .. } => {}
+            Node::Skip(n) | Node::Promote { wire: n, .. } | Node::Unreadable { wire: n, .. } => {
+                self.skip(schema, *n, depth)?
             }
             Node::Float => {
                 self.take(4)?;

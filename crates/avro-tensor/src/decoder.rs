@@ -14,7 +14,8 @@ use grist_tensor::{
 use crate::datum::{DatumError, DatumResult, Reader};
 use crate::error::{Error, Result};
 use crate::general;
-use crate::plan::{FieldPlan, Leaf, Plan, SparsePart, Step, check_specs};
+use crate::plan::{Constant, FieldPlan, Leaf, Plan, SparsePart, Step, check_specs};
+use crate::resolve::{ReaderSchema, resolve};
 use crate::schema::{Node, Schema};
 use grist_tensor::{FeatureProblem, Location};
 
@@ -69,6 +70,8 @@ pub struct AvroDecoder {
     /// hashing its name for each cost 0.9% of the batch.
     last: Option<(Arc<str>, Arc<Plan>)>,
     limits: Limits,
+    /// The schema every file is read through, if not its writer's own.
+    reader: Option<ReaderSchema>,
     ids: Vec<Vec<i64>>,
     index: Vec<i64>,
     per_row: Vec<(f64, f64)>,
@@ -95,6 +98,7 @@ impl AvroDecoder {
             by_schema: HashMap::new(),
             last: None,
             limits: Limits::default(),
+            reader: None,
             ids: Vec::new(),
             index: Vec::new(),
             per_row: Vec::new(),
@@ -108,6 +112,27 @@ impl AvroDecoder {
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
+    }
+
+    /// Reads every file through `reader`, by the Avro specification's
+    /// schema resolution rules: the specs name the reader's fields, each
+    /// file's writer schema is resolved against it when registered
+    /// ([`add_schema`](Self::add_schema) fails with
+    /// [`Error::Resolution`], naming the file and the field, where the
+    /// rules forbid the pairing), fields the writer lacks take the
+    /// reader's defaults. By default, none: each file is read by its
+    /// writer schema.
+    pub fn with_reader_schema(mut self, reader: ReaderSchema) -> Self {
+        self.reader = Some(reader);
+        self.plans.clear();
+        self.by_schema.clear();
+        self.last = None;
+        self
+    }
+
+    /// The reader schema, if one was given.
+    pub fn reader_schema(&self) -> Option<&ReaderSchema> {
+        self.reader.as_ref()
     }
 
     /// The specs, in output order.
@@ -127,14 +152,18 @@ impl AvroDecoder {
         let plan = match self.by_schema.get(schema_json) {
             Some(p) => p.clone(),
             None => {
-                let schema = Schema::parse(schema_json).map_err(|reason| Error::BadHeader {
+                let mut schema = Schema::parse(schema_json).map_err(|reason| Error::BadHeader {
                     file: file.clone(),
                     reason: format!("bad writer schema: {reason}"),
                 })?;
-                let plan = Arc::new(Plan::compile(Arc::new(schema), &self.specs, &file)?);
+                if let Some(reader) = &self.reader {
+                    schema = resolve(&schema, reader, &file)?;
+                }
+                let mut plan = Plan::compile(Arc::new(schema), &self.specs, &file)?;
                 let ranks = plan
                     .steps
                     .iter()
+                    .chain(plan.constants.iter().map(|(step, _)| step))
                     .filter_map(|s| match s {
                         Step::Column {
                             plan: FieldPlan::Varlen { dims, .. },
@@ -149,6 +178,11 @@ impl AvroDecoder {
                     .max()
                     .unwrap_or(0);
                 self.ids.resize(self.ids.len().max(ranks), Vec::new());
+                for (step, datum) in std::mem::take(&mut plan.constants) {
+                    let constant = self.constant(&plan, step, &datum, &file)?;
+                    plan.defaults.push(constant);
+                }
+                let plan = Arc::new(plan);
                 self.by_schema.insert(schema_json.to_string(), plan.clone());
                 plan
             }
@@ -156,6 +190,71 @@ impl AvroDecoder {
         self.plans.insert(file, plan);
         self.last = None;
         Ok(())
+    }
+
+    /// Decodes the reader's default of a field the writer lacks (`datum`,
+    /// by `step`) into the row every record of the file gets.
+    fn constant(
+        &mut self,
+        plan: &Plan,
+        step: Step,
+        datum: &[u8],
+        file: &Arc<str>,
+    ) -> Result<(usize, Constant)> {
+        let Step::Column {
+            col,
+            nullable,
+            node,
+            plan: fp,
+        } = step
+        else {
+            unreachable!("constants are columns");
+        };
+        let specs = self.specs.clone();
+        let spec = &specs[col];
+        let one = Plan {
+            schema: plan.schema.clone(),
+            steps: vec![Step::Column {
+                col: 0,
+                nullable,
+                node,
+                plan: fp,
+            }],
+            defaults: Vec::new(),
+            constants: Vec::new(),
+        };
+        let mut out = BatchBuilder::new();
+        if let Some(builder) = column_builder(spec) {
+            out.push_column(spec.name(), Section::Features, builder);
+        }
+        out.begin_row();
+        let mut r = Reader::new(datum);
+        self.record(&mut r, &one, &mut out)
+            .map_err(|f| Error::Resolution {
+                file: file.clone(),
+                field: spec.name().to_string(),
+                reason: match f {
+                    Fail::Datum(d) => format!("the reader's default does not decode: {}", d.reason),
+                    Fail::Feature(_, p) => format!("the reader's default: {p}"),
+                },
+            })?;
+        let column = match out.columns_mut().first_mut().map(|c| &mut c.builder) {
+            Some(ColumnBuilder::Dense(d)) => Constant::Dense(d.values.clone()),
+            Some(ColumnBuilder::Sparse(s)) => {
+                let rank = s.rank();
+                Constant::Sparse {
+                    values: s.values.clone(),
+                    indices: s
+                        .indices
+                        .chunks_exact(rank + 1)
+                        .flat_map(|entry| entry[1..].iter().copied())
+                        .collect(),
+                    shape: s.shape.clone(),
+                }
+            }
+            _ => unreachable!("Avro columns are dense or sparse"),
+        };
+        Ok((col, column))
     }
 
     /// Whether the writer schema of `file` is registered.
@@ -190,27 +289,10 @@ impl AvroDecoder {
             general::new_columns(&self.specs, &self.limits, &mut b);
         }
         for spec in self.specs.iter().filter(|_| self.general.is_none()) {
-            let builder = match spec {
-                FeatureSpec::Dense(d) => ColumnBuilder::Dense(DenseBuilder::new(
-                    d.dtype,
-                    d.shape.iter().map(|&x| x.max(0) as usize).collect(),
-                )),
-                FeatureSpec::Sparse(s) => ColumnBuilder::Sparse(SparseBuilder::new(
-                    s.dtype,
-                    s.shape.clone().unwrap_or_default(),
-                )),
-                FeatureSpec::Varlen(v) => {
-                    let shape = match (&v.shape, v.rank) {
-                        (Some(shape), _) => shape.iter().map(|&x| x.max(0)).collect(),
-                        (None, Some(rank)) => vec![0; rank],
-                        (None, None) => vec![0],
-                    };
-                    ColumnBuilder::Sparse(SparseBuilder::new(v.dtype, shape))
-                }
-                // check_specs rejected the other kinds.
-                _ => continue,
-            };
-            b.push_column(spec.name(), Section::Features, builder);
+            // check_specs rejected the kinds without a builder.
+            if let Some(builder) = column_builder(spec) {
+                b.push_column(spec.name(), Section::Features, builder);
+            }
         }
         if let Some(spare) = spare {
             b.recycle(spare);
@@ -410,6 +492,12 @@ impl AvroDecoder {
                 let at = r.pos;
                 match r.long()? {
                     b if b == n.null_branch => {
+                        if n.null_is_error {
+                            return Err(Fail::Datum(DatumError {
+                                reason: "null, which the reader schema's type does not take",
+                                offset: at,
+                            }));
+                        }
                         // Null: a dense feature takes its default; varlen
                         // and sparse features have no values.
                         if let (FieldPlan::Dense { default, .. }, ColumnBuilder::Dense(d)) =
@@ -463,13 +551,56 @@ impl AvroDecoder {
             }
         }
         for (col, default) in &plan.defaults {
-            if let ColumnBuilder::Dense(d) = &mut columns[*col].builder {
-                d.values.extend_from(default);
-                d.end_row();
+            match (default, &mut columns[*col].builder) {
+                (Constant::Dense(v), ColumnBuilder::Dense(d)) => {
+                    d.values.extend_from(v);
+                    d.end_row();
+                }
+                (
+                    Constant::Sparse {
+                        values,
+                        indices,
+                        shape,
+                    },
+                    ColumnBuilder::Sparse(s),
+                ) => {
+                    s.values.extend_from(values);
+                    for entry in indices.chunks_exact(shape.len().max(1)) {
+                        s.indices.push(row);
+                        s.indices.extend_from_slice(entry);
+                    }
+                    for (d, &n) in s.shape.iter_mut().zip(shape) {
+                        *d = (*d).max(n);
+                    }
+                }
+                _ => unreachable!("plan and builder layouts always match"),
             }
         }
         Ok(())
     }
+}
+
+/// An empty column builder for a spec of a kind Avro decodes.
+fn column_builder(spec: &FeatureSpec) -> Option<ColumnBuilder> {
+    Some(match spec {
+        FeatureSpec::Dense(d) => ColumnBuilder::Dense(DenseBuilder::new(
+            d.dtype,
+            d.shape.iter().map(|&x| x.max(0) as usize).collect(),
+        )),
+        FeatureSpec::Sparse(s) => ColumnBuilder::Sparse(SparseBuilder::new(
+            s.dtype,
+            s.shape.clone().unwrap_or_default(),
+        )),
+        FeatureSpec::Varlen(v) => {
+            let shape = match (&v.shape, v.rank) {
+                (Some(shape), _) => shape.iter().map(|&x| x.max(0)).collect(),
+                (None, Some(rank)) => vec![0; rank],
+                (None, None) => vec![0],
+            };
+            ColumnBuilder::Sparse(SparseBuilder::new(v.dtype, shape))
+        }
+        _ => return None,
+    })
 }
 
 /// Skips a nullable field: its union index, then its value unless null.
@@ -539,16 +670,26 @@ pub(crate) fn read_leaf(
         (Leaf::Enum(node), Values::String(v)) => {
             let at = r.pos;
             let i = r.long()?;
-            let Node::Enum { symbols } = schema.node(node) else {
-                unreachable!("enum leaves point at enum nodes");
+            let out_of_range = DatumError {
+                reason: "enum index out of range",
+                offset: at,
             };
-            let s = usize::try_from(i)
-                .ok()
-                .and_then(|i| symbols.get(i))
-                .ok_or(DatumError {
-                    reason: "enum index out of range",
-                    offset: at,
-                })?;
+            let i = usize::try_from(i).map_err(|_| out_of_range)?;
+            let s = match schema.node(node) {
+                Node::Enum { symbols } => symbols.get(i).ok_or(out_of_range)?,
+                // Through a reader schema: the reader's symbol.
+                Node::EnumMap { symbols } => match symbols.get(i).ok_or(out_of_range)? {
+                    Some((_, s)) => s,
+                    None => {
+                        return Err(DatumError {
+                            reason: "the writer's enum symbol is not in the reader's enum, \
+                                     which has no default",
+                            offset: at,
+                        });
+                    }
+                },
+                _ => unreachable!("enum leaves point at enum nodes"),
+            };
             v.push(s.as_bytes());
         }
         _ => unreachable!("the plan only pairs leaves with dtypes they fit"),

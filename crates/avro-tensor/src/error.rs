@@ -91,6 +91,28 @@ pub enum Error {
         /// What does not fit.
         reason: String,
     },
+    /// The reader schema is not a valid Avro schema.
+    #[error("bad reader schema: {reason}")]
+    BadReaderSchema {
+        /// What is wrong.
+        reason: String,
+    },
+    /// A file's writer schema cannot be read through the reader schema:
+    /// the Avro specification's resolution rules forbid the pairing
+    /// (types or names that do not match, a reader field the writer lacks
+    /// without a default, a union with no branch to read). Raised when the
+    /// decode plan is compiled.
+    #[error("{file}: the writer schema does not resolve to the reader schema at {}: {reason}",
+        if field.is_empty() { "the top level" } else { field.as_str() })]
+    Resolution {
+        /// The file whose writer schema was resolved.
+        file: Arc<str>,
+        /// The reader's field path (`outer.inner`, `[*]` for array items,
+        /// `['*']` for map values); empty for the top level.
+        field: String,
+        /// What does not resolve.
+        reason: String,
+    },
     /// A feature spec is invalid in itself.
     #[error(transparent)]
     Spec(#[from] TensorError),
@@ -145,6 +167,8 @@ impl Error {
             Error::BadMagic { .. }
             | Error::BadHeader { .. }
             | Error::Schema { .. }
+            | Error::BadReaderSchema { .. }
+            | Error::Resolution { .. }
             | Error::Spec(_)
             | Error::UnsupportedCodec { .. }
             | Error::Io { .. } => None,
@@ -167,7 +191,9 @@ impl FormatError for Error {
             | Error::Decompress { .. }
             | Error::Datum { .. }
             | Error::Feature { .. } => ErrorKind::Data,
-            Error::Schema { .. } => ErrorKind::Argument,
+            Error::Schema { .. } | Error::BadReaderSchema { .. } | Error::Resolution { .. } => {
+                ErrorKind::Argument
+            }
             Error::Spec(e) => e.kind(),
             Error::UnsupportedCodec { .. } => ErrorKind::Unsupported,
             Error::TooLarge { .. } => ErrorKind::Limit,

@@ -20,6 +20,7 @@ use crate::decoder::AvroDecoder;
 use crate::error::Error;
 use crate::generic::{DatumSchema, datum_to_json};
 use crate::report;
+use crate::resolve::ReaderSchema;
 use crate::sink::{AvroSink, DatumEncoder};
 use crate::source::AvroStream;
 use grist_tensor::Location;
@@ -96,9 +97,11 @@ impl Format for AvroFormat {
                 what: "Avro: context/sequence features are for tf.SequenceExample records".into(),
             }));
         }
-        Ok(Box::new(
-            AvroDecoder::new(&spec.features)?.with_limits(limits),
-        ))
+        let mut decoder = AvroDecoder::new(&spec.features)?.with_limits(limits);
+        if let Some(reader) = &spec.reader_schema {
+            decoder = decoder.with_reader_schema(ReaderSchema::from_value(reader)?);
+        }
+        Ok(Box::new(decoder))
     }
 
     fn stream(
@@ -146,10 +149,15 @@ impl Format for AvroFormat {
                     .into(),
             }));
         }
+        let reader = match &options.reader_schema {
+            Some(json) => Some(ReaderSchema::from_value(json)?),
+            None => None,
+        };
         Ok(Box::new(AvroRecords {
             inputs: inputs.to_vec(),
             next_input: 0,
             options: ReaderOptions::default().with_limits(options.read.limits),
+            reader,
             current: None,
         }))
     }
@@ -334,6 +342,8 @@ struct AvroRecords {
     inputs: Vec<Input>,
     next_input: usize,
     options: ReaderOptions,
+    /// The schema each file's datums are decoded through, if any.
+    reader: Option<ReaderSchema>,
     current: Option<(report::FileReader, Arc<DatumSchema>)>,
 }
 
@@ -346,7 +356,11 @@ impl Records for AvroRecords {
                 };
                 self.next_input += 1;
                 let reader = report::open(input, self.options.clone())?;
-                let schema = Arc::new(reader.schema().clone());
+                let schema = match &self.reader {
+                    Some(r) => reader.schema().with_reader_schema(input.name(), r)?,
+                    None => reader.schema().clone(),
+                };
+                let schema = Arc::new(schema);
                 self.current = Some((reader, schema));
                 continue;
             };

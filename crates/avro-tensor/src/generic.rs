@@ -54,6 +54,7 @@ use serde_json::{Map, Value};
 use crate::container::{Block, BlockReader, Header, ReaderOptions};
 use crate::datum::{DatumError, DatumResult, MAX_DEPTH, Reader};
 use crate::error::{Error, Result};
+use crate::resolve::{ReaderSchema, resolve};
 use crate::schema::{Node, Schema};
 use grist_tensor::Location;
 
@@ -175,6 +176,61 @@ impl DatumSchema {
         })?;
         Ok(DatumSchema {
             schema: Arc::new(schema),
+        })
+    }
+
+    /// Compiles a writer schema read through `reader`, by the Avro
+    /// specification's resolution rules: datums decode to the reader's
+    /// fields (in the writer's order, then the reader's fields the writer
+    /// lacks, with their defaults, as fastavro orders them), promoted
+    /// types, the reader's enum symbols; a writer field the reader lacks
+    /// is left out. A union's branch ([`AvroValue::Union`]) is the
+    /// writer's.
+    ///
+    /// Errors: [`Error::BadHeader`] for an invalid writer schema,
+    /// [`Error::Resolution`] (naming `file` and the field) when the
+    /// specification forbids the pairing. A value that can be written but
+    /// not read (an enum symbol the reader lacks without a default, a union
+    /// branch the reader cannot take) fails when a datum holding it is
+    /// decoded.
+    ///
+    /// ```
+    /// use grist_avro_tensor::{DatumSchema, Location, ReaderSchema, datum_to_json};
+    ///
+    /// let reader = ReaderSchema::parse(
+    ///     r#"{"type": "record", "name": "R", "fields": [
+    ///         {"name": "id", "type": "double"},
+    ///         {"name": "tag", "type": "string", "default": "none"}]}"#,
+    /// )?;
+    /// let schema = DatumSchema::resolve(
+    ///     "old.avro",
+    ///     r#"{"type": "record", "name": "R", "fields": [{"name": "id", "type": "int"}]}"#,
+    ///     &reader,
+    /// )?;
+    /// let at = Location::block("old.avro", 0).with_record(0);
+    /// let json = datum_to_json(&schema, &[0x06], &at)?;
+    /// assert_eq!(json, serde_json::json!({"id": 3.0, "tag": "none"}));
+    /// # Ok::<(), grist_avro_tensor::Error>(())
+    /// ```
+    pub fn resolve(
+        file: impl Into<Arc<str>>,
+        writer_json: &str,
+        reader: &ReaderSchema,
+    ) -> Result<Self> {
+        let file = file.into();
+        let writer = Self::parse(file.clone(), writer_json)?;
+        writer.with_reader_schema(&file, reader)
+    }
+
+    /// This writer schema read through `reader` (see
+    /// [`resolve`](Self::resolve)); `file` names the file in errors.
+    pub(crate) fn with_reader_schema(
+        &self,
+        file: &Arc<str>,
+        reader: &ReaderSchema,
+    ) -> Result<Self> {
+        Ok(DatumSchema {
+            schema: Arc::new(resolve(&self.schema, reader, file)?),
         })
     }
 
@@ -528,7 +584,8 @@ impl<'a> Walk<'a> {
                 let mut out = Vec::with_capacity(if BUILD { fields.len() } else { 0 });
                 for (name, f) in fields {
                     let v = self.value::<BUILD>(*f, depth + 1)?;
-                    if BUILD {
+                    // A writer field the reader schema lacks is read, not kept.
+                    if BUILD && !matches!(schema.node(*f), Node::Skip(_)) {
                         out.push((name.as_str(), v));
                     }
                 }
@@ -540,6 +597,44 @@ impl<'a> Walk<'a> {
             }
             &Node::Array(items) => self.array::<BUILD>(items, depth)?,
             &Node::Map(values) => self.map::<BUILD>(values, depth)?,
+            // Under a reader schema (`resolve.rs`):
+            &Node::Skip(wire) => {
+                self.value::<false>(wire, depth + 1)?;
+                AvroValue::Null
+            }
+            Node::Default { node, datum } => {
+                // The default's encoding, read by the reader's type.
+                let mut default = Walk::new(schema, datum);
+                default.value::<BUILD>(*node, depth + 1)?
+            }
+            &Node::Promote { wire, reader } => {
+                let v = self.value::<BUILD>(wire, depth + 1)?;
+                promote(v, schema.node(reader))
+            }
+            Node::EnumMap { symbols } => {
+                let offset = self.r.pos;
+                let index = self.index(symbols.len(), "enum index out of range")?;
+                match (&symbols[index], BUILD) {
+                    (_, false) => AvroValue::Null,
+                    (Some((index, symbol)), true) => AvroValue::Enum {
+                        index: *index,
+                        symbol,
+                    },
+                    (None, true) => {
+                        return Err(DatumError {
+                            reason: "the writer's enum symbol is not in the reader's enum, \
+                                     which has no default",
+                            offset,
+                        });
+                    }
+                }
+            }
+            &Node::Unreadable { wire, reason } => {
+                if BUILD {
+                    return Err(self.r.err(reason));
+                }
+                self.value::<false>(wire, depth + 1)?
+            }
         })
     }
 
@@ -608,6 +703,21 @@ impl<'a> Walk<'a> {
         } else {
             AvroValue::Null
         })
+    }
+}
+
+/// A writer value `v` as the reader's promoted type `to`.
+fn promote<'a>(v: AvroValue<'a>, to: &Node) -> AvroValue<'a> {
+    match (v, to) {
+        (AvroValue::Int(i), Node::Long) => AvroValue::Long(i64::from(i)),
+        (AvroValue::Int(i), Node::Float) => AvroValue::Float(i as f32),
+        (AvroValue::Int(i), Node::Double) => AvroValue::Double(f64::from(i)),
+        (AvroValue::Long(l), Node::Float) => AvroValue::Float(l as f32),
+        (AvroValue::Long(l), Node::Double) => AvroValue::Double(l as f64),
+        (AvroValue::Float(x), Node::Double) => AvroValue::Double(f64::from(x)),
+        (AvroValue::String(b), Node::Bytes) => AvroValue::Bytes(b),
+        (AvroValue::Bytes(b), Node::String) => AvroValue::String(b),
+        (v, _) => v,
     }
 }
 
@@ -718,6 +828,16 @@ impl<R: Read> DatumReader<R> {
             offset,
             done: false,
         })
+    }
+
+    /// Decodes the datums through `reader` (see
+    /// [`DatumSchema::resolve`]): [`schema`](Self::schema) becomes the
+    /// file's writer schema resolved against it. Datum boundaries are the
+    /// writer's either way. Fails with [`Error::Resolution`] when the
+    /// file's writer schema does not resolve.
+    pub fn with_reader_schema(mut self, reader: &ReaderSchema) -> Result<Self> {
+        self.schema = self.schema.with_reader_schema(self.blocks.name(), reader)?;
+        Ok(self)
     }
 
     /// The file's header.

@@ -86,6 +86,7 @@ mod general;
 mod infer;
 mod keyexpr;
 mod plan;
+mod resolve;
 mod schema;
 mod sink;
 
@@ -107,6 +108,7 @@ pub use generic::{
     AvroValue, Datum, DatumJson, DatumRanges, DatumReader, DatumSchema, datum_to_json,
 };
 pub use grist_tensor::{FeatureProblem, FormatError, Location};
+pub use resolve::ReaderSchema;
 pub use sink::{DatumEncoder, RECORD_NAME};
 pub use source::{AvroSource, AvroStream};
 pub use writer::{ContainerWriter, WriteSummary, WriterOptions};

@@ -63,6 +63,9 @@ impl Leaf {
 pub(crate) struct Nullable {
     /// The branch index of `null`.
     pub(crate) null_branch: i64,
+    /// Whether a null is an error: the writer's `[null, T]` read through a
+    /// reader schema whose type is `T` alone.
+    pub(crate) null_is_error: bool,
 }
 
 /// How a requested field is decoded.
@@ -112,13 +115,33 @@ pub(crate) enum Step {
     },
 }
 
-/// A decode plan for one writer schema.
+/// One row's worth of a column that every record fills alike.
+#[derive(Clone, Debug)]
+pub(crate) enum Constant {
+    Dense(Values),
+    /// A sparse or varlen row: its values, and its entries' indices (the
+    /// batch row left out) and dense shape.
+    Sparse {
+        values: Values,
+        indices: Vec<i64>,
+        shape: Vec<i64>,
+    },
+}
+
+/// A decode plan for one writer schema (or a writer schema resolved
+/// against a reader schema).
 #[derive(Clone, Debug)]
 pub(crate) struct Plan {
     pub(crate) schema: Arc<Schema>,
     pub(crate) steps: Vec<Step>,
-    /// Dense columns the writer schema lacks, filled with their default.
-    pub(crate) defaults: Vec<(usize, Values)>,
+    /// Columns every record fills alike: dense columns the schema lacks,
+    /// with the spec's default; reader fields the writer lacks, with the
+    /// reader's default (from `constants`, once the decoder has decoded
+    /// them).
+    pub(crate) defaults: Vec<(usize, Constant)>,
+    /// Reader fields the writer lacks (resolution): each column's step
+    /// and the reader's default in Avro binary, decoded once by the step.
+    pub(crate) constants: Vec<(Step, Vec<u8>)>,
 }
 
 /// The specs a format accepts, checked once: dense, sparse and varlen.
@@ -223,10 +246,20 @@ impl Compiler<'_> {
 
     /// The leaf of a feature; `in_array` when the leaves are array items.
     fn leaf(&self, feature: &str, node: usize, dtype: DType, in_array: bool) -> Result<Leaf> {
-        let leaf = match self.schema.node(node) {
-            Node::Enum { .. } => Some(Leaf::Enum(node)),
-            n => Leaf::of(n),
+        // The leaf as written, and the type it is read as: they differ
+        // where a reader schema promotes the writer's type, and the
+        // promotions compose with the dtype mapping (`Leaf::fits`).
+        let (leaf, read_as) = match self.schema.node(node) {
+            Node::Enum { .. } | Node::EnumMap { .. } => {
+                (Some(Leaf::Enum(node)), Some(Leaf::Enum(node)))
+            }
+            &Node::Promote { wire, reader } => (
+                Leaf::of(self.schema.node(wire)),
+                Leaf::of(self.schema.node(reader)),
+            ),
+            n => (Leaf::of(n), Leaf::of(n)),
         };
+        let leaf = leaf.filter(|_| read_as.is_some_and(|r| r.fits(dtype)));
         match leaf {
             // Items of no bytes: an array could claim any number of them
             // in a few bytes (a valid file included), and each would be a
@@ -235,7 +268,7 @@ impl Compiler<'_> {
                 feature,
                 "arrays of fixed(0) cannot be read: their items take no bytes, so nothing bounds how many an array holds".into(),
             )),
-            Some(l) if l.fits(dtype) => Ok(l),
+            Some(l) => Ok(l),
             _ => Err(self.mismatch(
                 feature,
                 format!(
@@ -300,7 +333,10 @@ impl Compiler<'_> {
                         .filter(|&k| k < rank);
                     parts.push(match (index, fname.as_str()) {
                         (Some(k), _) => {
-                            let leaf_node = self.arrays(name, *fnode, 1)?;
+                            let mut leaf_node = self.arrays(name, *fnode, 1)?;
+                            if let Node::Promote { wire, .. } = self.schema.node(leaf_node) {
+                                leaf_node = *wire;
+                            }
                             let leaf = match self.schema.node(leaf_node) {
                                 Node::Int => Leaf::Int,
                                 Node::Long => Leaf::Long,
@@ -368,16 +404,47 @@ impl Plan {
             .collect();
         let mut used = vec![false; specs.len()];
         let mut steps = Vec::with_capacity(fields.len());
+        let mut constants = Vec::new();
+        // Whether a union branch is null, or a null the reader cannot take.
+        let null = |b: usize| match schema.node(b) {
+            Node::Null => Some(false),
+            Node::Unreadable { wire, .. } if schema.node(*wire) == &Node::Null => Some(true),
+            _ => None,
+        };
         for (fname, fnode) in fields {
+            // Resolution: a writer field the reader lacks, a reader field
+            // the writer lacks.
+            let (fnode, default) = match schema.node(*fnode) {
+                Node::Skip(wire) => {
+                    steps.push(Step::Skip(*wire));
+                    continue;
+                }
+                Node::Default { node, datum } => (node, Some(datum)),
+                _ => (fnode, None),
+            };
             let Some(&col) = wanted.get(fname.as_str()) else {
-                steps.push(Step::Skip(*fnode));
+                if default.is_none() {
+                    steps.push(Step::Skip(*fnode));
+                }
                 continue;
             };
             used[col] = true;
             let (nullable, node) = match schema.node(*fnode) {
-                Node::Union(b) if b.len() == 2 => match (schema.node(b[0]), schema.node(b[1])) {
-                    (Node::Null, _) => (Some(Nullable { null_branch: 0 }), b[1]),
-                    (_, Node::Null) => (Some(Nullable { null_branch: 1 }), b[0]),
+                Node::Union(b) if b.len() == 2 => match (null(b[0]), null(b[1])) {
+                    (Some(null_is_error), _) => (
+                        Some(Nullable {
+                            null_branch: 0,
+                            null_is_error,
+                        }),
+                        b[1],
+                    ),
+                    (_, Some(null_is_error)) => (
+                        Some(Nullable {
+                            null_branch: 1,
+                            null_is_error,
+                        }),
+                        b[0],
+                    ),
                     _ => {
                         return Err(c.mismatch(
                             fname,
@@ -394,12 +461,16 @@ impl Plan {
                 _ => (None, *fnode),
             };
             let plan = c.field(&specs[col], node)?;
-            steps.push(Step::Column {
+            let step = Step::Column {
                 col,
                 nullable,
                 node,
                 plan,
-            });
+            };
+            match default {
+                Some(datum) => constants.push((step, datum.clone())),
+                None => steps.push(step),
+            }
         }
         let mut defaults = Vec::new();
         for (col, spec) in specs.iter().enumerate() {
@@ -415,11 +486,12 @@ impl Plan {
                         d.default.as_ref().unwrap_or(&serde_json::Value::Null),
                         n,
                     )?;
-                    defaults.push((col, v));
+                    defaults.push((col, Constant::Dense(v)));
                 }
                 _ => {
+                    let which = if schema.resolved { "reader" } else { "writer" };
                     return Err(
-                        c.mismatch(spec.name(), "the writer schema has no such field".into())
+                        c.mismatch(spec.name(), format!("the {which} schema has no such field"))
                     );
                 }
             }
@@ -428,6 +500,7 @@ impl Plan {
             schema,
             steps,
             defaults,
+            constants,
         })
     }
 }

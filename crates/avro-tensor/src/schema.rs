@@ -35,6 +35,85 @@ pub(crate) enum Node {
         symbols: Vec<String>,
     },
     Fixed(usize),
+    // -- resolution only (a writer schema read through a reader schema,
+    // `resolve.rs`); a writer schema never holds these --
+    /// A writer value of node `.0` that the reader does not want (a writer
+    /// field the reader record lacks): read and dropped.
+    Skip(usize),
+    /// A reader field the writer lacks: nothing on the wire, the value is
+    /// the reader's default, `datum` (its Avro binary encoding) of node
+    /// `node`.
+    Default {
+        node: usize,
+        datum: Vec<u8>,
+    },
+    /// A writer primitive `wire` read as the reader's primitive `reader`
+    /// (int → long, float, double; long → float, double; float → double;
+    /// string ↔ bytes).
+    Promote {
+        wire: usize,
+        reader: usize,
+    },
+    /// A writer enum read through the reader's symbols: for each writer
+    /// symbol index, the reader's (index, symbol), or `None` when the
+    /// reader has neither the symbol nor a default (an error when read).
+    EnumMap {
+        symbols: Vec<Option<(usize, String)>>,
+    },
+    /// A writer value (of node `wire`) the reader schema cannot take, such
+    /// as a union branch no reader branch matches: an error when read, but
+    /// skipped like `wire`.
+    Unreadable {
+        wire: usize,
+        reason: &'static str,
+    },
+}
+
+/// What a named type's JSON says beyond its encoding: what schema
+/// resolution matches names by and fills defaults from.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Named {
+    /// The full name (namespace and name).
+    pub(crate) full_name: String,
+    /// The aliases, as written.
+    pub(crate) aliases: Vec<String>,
+    /// The namespace the aliases are relative to.
+    pub(crate) namespace: String,
+    /// An enum's `default` symbol.
+    pub(crate) enum_default: Option<String>,
+    /// A record's fields' aliases and defaults, in field order.
+    pub(crate) fields: Vec<FieldMeta>,
+}
+
+/// A record field's aliases and default.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct FieldMeta {
+    pub(crate) aliases: Vec<String>,
+    pub(crate) default: Option<Value>,
+}
+
+impl Named {
+    /// The name without its namespace.
+    pub(crate) fn unqualified(&self) -> &str {
+        unqualified(&self.full_name)
+    }
+
+    /// Whether a writer type named `writer` matches this (reader) type:
+    /// the same unqualified name, or an alias naming it (in full, relative
+    /// to this type's namespace, or unqualified, as fastavro matches).
+    pub(crate) fn matches(&self, writer: &str) -> bool {
+        let w = unqualified(writer);
+        w == self.unqualified()
+            || self
+                .aliases
+                .iter()
+                .any(|a| a == writer || a == w || full_name(a, &self.namespace) == writer)
+    }
+}
+
+/// The part of a full name after the last dot.
+pub(crate) fn unqualified(name: &str) -> &str {
+    name.rsplit_once('.').map_or(name, |(_, n)| n)
 }
 
 /// A parsed writer schema.
@@ -48,6 +127,11 @@ pub(crate) struct Schema {
     /// The logical types fastavro converts, by node (most nodes have
     /// none). Only the generic JSON form reads them.
     pub(crate) logical: Vec<(usize, Logical)>,
+    /// The names, aliases and defaults of the named types, by node.
+    pub(crate) named: HashMap<usize, Named>,
+    /// Whether this is a writer schema resolved against a reader schema
+    /// (`resolve.rs`): its field names are the reader's.
+    pub(crate) resolved: bool,
 }
 
 impl Schema {
@@ -59,15 +143,27 @@ impl Schema {
             nodes: Vec::new(),
             names: HashMap::new(),
             logical: Vec::new(),
+            named: HashMap::new(),
         };
         let root = p.node(&json, "")?;
-        let min_size = min_sizes(&p.nodes);
-        Ok(Schema {
-            nodes: p.nodes,
+        let mut schema = Schema::new(p.nodes, root, p.named);
+        // A resolved schema (new nodes) reads logical types as the types
+        // underneath.
+        schema.logical = p.logical;
+        Ok(schema)
+    }
+
+    /// A schema of these nodes, with their smallest sizes worked out.
+    pub(crate) fn new(nodes: Vec<Node>, root: usize, named: HashMap<usize, Named>) -> Schema {
+        let min_size = min_sizes(&nodes);
+        Schema {
+            nodes,
             root,
             min_size,
-            logical: p.logical,
-        })
+            logical: Vec::new(),
+            named,
+            resolved: false,
+        }
     }
 
     pub(crate) fn node(&self, i: usize) -> &Node {
@@ -103,8 +199,12 @@ impl Schema {
                     .join(", ")
             ),
             Node::Record { name, .. } => format!("record {name}"),
-            Node::Enum { .. } => "enum".into(),
+            Node::Enum { .. } | Node::EnumMap { .. } => "enum".into(),
             Node::Fixed(n) => format!("fixed({n})"),
+            Node::Skip(n) | Node::Unreadable { wire: n, .. } => self.type_name(*n),
+            Node::Default { node, .. } | Node::Promote { reader: node, .. } => {
+                self.type_name(*node)
+            }
         }
     }
 }
@@ -274,6 +374,7 @@ struct Parser {
     /// Full names of named types → arena index.
     names: HashMap<String, usize>,
     logical: Vec<(usize, Logical)>,
+    named: HashMap<usize, Named>,
 }
 
 const PRIMITIVES: [&str; 8] = [
@@ -360,6 +461,30 @@ impl Parser {
                         .rsplit_once('.')
                         .map_or(String::new(), |(n, _)| n.to_string());
                     let i = this.push(node);
+                    let strings = |v: Option<&Value>| -> Vec<String> {
+                        v.and_then(Value::as_array)
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|a| a.as_str().map(str::to_string))
+                            .collect()
+                    };
+                    let named = Named {
+                        full_name: full.clone(),
+                        aliases: strings(m.get("aliases")),
+                        namespace: inner_ns.clone(),
+                        enum_default: m.get("default").and_then(Value::as_str).map(str::to_string),
+                        fields: m
+                            .get("fields")
+                            .and_then(Value::as_array)
+                            .into_iter()
+                            .flatten()
+                            .map(|f| FieldMeta {
+                                aliases: strings(f.get("aliases")),
+                                default: f.get("default").cloned(),
+                            })
+                            .collect(),
+                    };
+                    this.named.insert(i, named);
                     this.names.insert(full, i);
                     Ok((i, inner_ns))
                 };
@@ -441,8 +566,12 @@ fn min_sizes(nodes: &[Node]) -> Vec<usize> {
                 Node::Boolean | Node::Int | Node::Long | Node::Bytes | Node::String => 1,
                 Node::Float => 4,
                 Node::Double => 8,
-                Node::Array(_) | Node::Map(_) | Node::Enum { .. } => 1,
+                Node::Array(_) | Node::Map(_) | Node::Enum { .. } | Node::EnumMap { .. } => 1,
                 Node::Fixed(n) => *n,
+                Node::Default { .. } => 0,
+                Node::Skip(n)
+                | Node::Promote { wire: n, .. }
+                | Node::Unreadable { wire: n, .. } => size[*n],
                 Node::Union(b) => {
                     let m = b.iter().map(|&b| size[b]).min().unwrap_or(UNKNOWN);
                     if m == UNKNOWN { UNKNOWN } else { 1 + m }

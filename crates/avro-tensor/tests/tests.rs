@@ -6,6 +6,7 @@ mod container;
 mod decode;
 mod differential;
 mod errors;
+mod evolution;
 mod generic;
 mod generic_differential;
 mod hostile;

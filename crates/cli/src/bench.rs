@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::fmt;
 use crate::out::Out;
 use crate::sources::{FormatArg, PayloadArg};
-use crate::spec::{build_loader, load_spec};
+use crate::spec::{build_loader, load_reader_schema, load_spec};
 
 /// `--threads`: a number or `autotune`.
 pub(crate) fn parse_threads(s: &str) -> Result<Threads, String> {
@@ -46,6 +46,17 @@ pub(crate) struct Args {
     /// The spec file (features to parse), as for `grist cat --spec`.
     #[arg(long, value_name = "SPEC.json")]
     spec: PathBuf,
+
+    /// Avro: read every file through this reader schema (an .avsc file of
+    /// the schema's JSON), by the Avro specification's schema resolution:
+    /// fields matched by name and by the reader's aliases, reader fields the
+    /// writer lacks filled with their defaults, int → long → float → double
+    /// and string ↔ bytes promoted, enum symbols by name (else the reader's
+    /// default), union branches matched. A writer schema the rules forbid is
+    /// an error naming the file and the field. Replaces the spec file's
+    /// "reader_schema". Other formats refuse it.
+    #[arg(long, value_name = "FILE.avsc")]
+    reader_schema: Option<PathBuf>,
 
     /// Records per batch. By default, the spec file's "batch_size", else
     /// 1024.
@@ -154,6 +165,9 @@ fn loader(args: &Args, epochs: Epochs) -> anyhow::Result<Loader> {
         .with_epochs(epochs);
     if let Some(b) = args.batch_size {
         builder = builder.with_batch_size(b as usize);
+    }
+    if let Some(path) = &args.reader_schema {
+        builder = builder.with_reader_schema(load_reader_schema(path)?);
     }
     if let Some(format) = args.format.for_loader(&args.payload, &args.files)? {
         builder = builder.with_format(format);

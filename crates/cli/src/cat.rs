@@ -31,7 +31,7 @@ use sha2::{Digest, Sha256};
 use crate::out::Out;
 use crate::rows::slice_rows;
 use crate::sources::{FormatArg, PayloadArg, hint, shown, with_stdin};
-use crate::spec::{build_loader, load_spec};
+use crate::spec::{build_loader, load_reader_schema, load_spec};
 
 /// Arguments of `grist cat`.
 #[derive(Debug, clap::Args)]
@@ -79,6 +79,17 @@ pub(crate) struct Args {
     /// "index_in_part" for FFRecord and OFRecord).
     #[arg(long)]
     records: bool,
+
+    /// With --spec or --records: Avro: read (or decode) every file through this reader schema (an .avsc file of
+    /// the schema's JSON), by the Avro specification's schema resolution:
+    /// fields matched by name and by the reader's aliases, reader fields the
+    /// writer lacks filled with their defaults, int → long → float → double
+    /// and string ↔ bytes promoted, enum symbols by name (else the reader's
+    /// default), union branches matched. A writer schema the rules forbid is
+    /// an error naming the file and the field. Replaces the spec file's
+    /// "reader_schema". Other formats refuse it.
+    #[arg(long, value_name = "FILE.avsc", conflicts_with = "raw")]
+    reader_schema: Option<PathBuf>,
 
     /// With --records: decode tf.SequenceExamples
     /// ({"context": {...}, "feature_lists": {...}}).
@@ -159,6 +170,9 @@ fn cat_batches(args: &Args, spec_path: &Path, out: &mut Out) -> anyhow::Result<(
     if let Some(format) = args.format.for_loader(&args.payload, &args.files)? {
         builder = builder.with_format(format);
     }
+    if let Some(path) = &args.reader_schema {
+        builder = builder.with_reader_schema(load_reader_schema(path)?);
+    }
     let mut loader = build_loader(builder, spec_path)?;
     let mut left = args.limit.unwrap_or(u64::MAX);
     while left > 0 {
@@ -183,6 +197,11 @@ fn cat_batches(args: &Args, spec_path: &Path, out: &mut Out) -> anyhow::Result<(
 /// records across files as one dataset (of one format), the others file
 /// by file (each of its own format).
 fn cat_all_records(args: &Args, out: &mut Out) -> anyhow::Result<()> {
+    let mut options = RecordOptions::default();
+    options.sequence = args.sequence;
+    if let Some(path) = &args.reader_schema {
+        options = options.with_reader_schema(load_reader_schema(path)?);
+    }
     let inputs = args.format.expand_each_with(&args.payload, &args.files)?;
     let several = inputs.len() > 1;
     let Some((first, first_input)) = inputs.first() else {
@@ -199,14 +218,14 @@ fn cat_all_records(args: &Args, out: &mut Out) -> anyhow::Result<()> {
             }));
         }
         let files: Vec<Input> = inputs.iter().map(|(_, i)| i.clone()).collect();
-        return cat_records(args, first, &files, several, &mut left, out);
+        return cat_records(args, &options, first, &files, several, &mut left, out);
     }
     for (format, input) in &inputs {
         if left == 0 {
             break;
         }
         let one = std::slice::from_ref(input);
-        cat_records(args, format, one, several, &mut left, out)?;
+        cat_records(args, &options, format, one, several, &mut left, out)?;
     }
     Ok(())
 }
@@ -215,6 +234,7 @@ fn cat_all_records(args: &Args, out: &mut Out) -> anyhow::Result<()> {
 /// at most `left` of them (`left` counts down).
 fn cat_records(
     args: &Args,
+    options: &RecordOptions,
     format: &Arc<dyn Format>,
     inputs: &[Input],
     several: bool,
@@ -224,9 +244,7 @@ fn cat_records(
     if *left == 0 {
         return Ok(());
     }
-    let mut options = RecordOptions::default();
-    options.sequence = args.sequence;
-    let mut records = format.records(inputs, &options)?;
+    let mut records = format.records(inputs, options)?;
     // The key of the number within the file, for records numbered across
     // a dataset.
     let local_key = format.local_index_key();

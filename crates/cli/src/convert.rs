@@ -18,7 +18,7 @@ use crate::fmt;
 use crate::progress::Progress;
 use crate::rows::slice_rows;
 use crate::sources::{FormatArg, PayloadArg};
-use crate::spec::load_spec;
+use crate::spec::{load_reader_schema, load_spec};
 
 /// Arguments of `grist convert`.
 #[derive(Debug, clap::Args)]
@@ -70,6 +70,20 @@ pub(crate) struct Args {
     /// stderr.
     #[arg(long, value_name = "SPEC.json")]
     spec: Option<PathBuf>,
+
+    /// Avro: read every file through this reader schema (an .avsc file of
+    /// the schema's JSON), by the Avro specification's schema resolution:
+    /// fields matched by name and by the reader's aliases, reader fields the
+    /// writer lacks filled with their defaults, int → long → float → double
+    /// and string ↔ bytes promoted, enum symbols by name (else the reader's
+    /// default), union branches matched. A writer schema the rules forbid is
+    /// an error naming the file and the field. Replaces the spec file's
+    /// "reader_schema". Other formats refuse it.
+    /// The spec names the reader's fields (an inferred spec comes from
+    /// the files' writer schemas: pass --spec when they differ). The
+    /// outputs are written in their own schema.
+    #[arg(long, value_name = "FILE.avsc")]
+    reader_schema: Option<PathBuf>,
 
     /// Allow lossy conversions (float64 written as float32 where the
     /// output holds no float64); refused otherwise, naming the feature.
@@ -197,10 +211,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let storage = crate::sources::storage()?;
     let from_payload = PayloadArg::of(args.from_payload.clone());
-    let spec = match &args.spec {
+    let mut spec = match &args.spec {
         Some(path) => load_spec(path)?.spec,
         None => infer(&args, &from_payload)?,
     };
+    if let Some(path) = &args.reader_schema {
+        spec.reader_schema = Some(load_reader_schema(path)?);
+    }
     let source_format = args.format.for_loader(&from_payload, &args.inputs)?;
     let shard = match args.shard {
         Some(s) => Some(s),

@@ -22,6 +22,17 @@ pub(crate) fn load_spec(path: &Path) -> anyhow::Result<LoadedSpec> {
     Ok(LoadedSpec { spec })
 }
 
+/// Reads the Avro reader schema at `path` (a `.avsc` file: the schema's
+/// JSON), for `--reader-schema`, and checks that it is a valid Avro
+/// schema; errors name the file.
+pub(crate) fn load_reader_schema(path: &Path) -> anyhow::Result<serde_json::Value> {
+    let context = || format!("reader schema {}", path.display());
+    let text = read_text(path).with_context(context)?;
+    let json = serde_json::from_str(&text).with_context(context)?;
+    grist::avro::ReaderSchema::from_value(&json).with_context(context)?;
+    Ok(json)
+}
+
 /// The text of a small file (a spec) at a path or URL.
 fn read_text(path: &Path) -> anyhow::Result<String> {
     let storage = crate::sources::storage()?;

@@ -9,6 +9,7 @@ mod commands;
 mod convert;
 mod corpus;
 mod detection;
+mod evolution;
 mod ffrecord;
 mod ofrecord;
 mod polish;

@@ -189,6 +189,7 @@ impl Format for FfrFormat {
         spec: &SpecFile,
         limits: Limits,
     ) -> Result<Box<dyn grist_tensor::Decoder>, BoxError> {
+        grist_tensor::no_reader_schema("FFRecord", spec.reader_schema.as_ref())?;
         let no_sequence = || {
             if spec.sequence {
                 Err(TensorError::Unsupported {
@@ -274,6 +275,7 @@ impl Format for FfrFormat {
         inputs: &[Input],
         options: &RecordOptions,
     ) -> Result<Box<dyn Records>, BoxError> {
+        grist_tensor::no_reader_schema("FFRecord", options.reader_schema.as_ref())?;
         let reader = self.open(inputs, reader_options(&options.read))?;
         match (self.payload, options.sequence) {
             (Payload::Raw, _) => {}

@@ -436,8 +436,17 @@ pub fn convert<P: Into<PathBuf>>(
         }
     };
     // Everything the target refuses, it refuses here, before any output.
-    let encoder: Arc<dyn Encoder> =
-        Arc::from(format.encoder(spec, &target.options).map_err(target_err)?);
+    // A reader schema is how the sources are read; the outputs are written
+    // in their own form and read back without it.
+    let out_spec = SpecFile {
+        reader_schema: None,
+        ..spec.clone()
+    };
+    let encoder: Arc<dyn Encoder> = Arc::from(
+        format
+            .encoder(&out_spec, &target.options)
+            .map_err(target_err)?,
+    );
     let written_spec = encoder.spec().clone();
     let out = Address::parse(&target.out).map_err(|source| ConvertError::BadOutput {
         out: target.out.clone(),

@@ -34,6 +34,7 @@ pub struct LoaderBuilder {
     format: Option<Arc<dyn Format>>,
     spec: Option<SpecFile>,
     spec_path: Option<PathBuf>,
+    reader_schema: Option<serde_json::Value>,
     batch_size: Option<usize>,
     drop_remainder: Option<bool>,
     epochs: Epochs,
@@ -64,6 +65,7 @@ impl Default for LoaderBuilder {
             format: None,
             spec: None,
             spec_path: None,
+            reader_schema: None,
             batch_size: None,
             drop_remainder: None,
             epochs: Epochs::default(),
@@ -161,6 +163,18 @@ impl LoaderBuilder {
     /// [`with_spec_file`](Self::with_spec_file).
     pub fn with_spec_path(mut self, path: impl Into<PathBuf>) -> Self {
         self.spec_path = Some(path.into());
+        self
+    }
+
+    /// Avro: the reader schema every file is read through (the Avro
+    /// specification's schema resolution: fields matched by name and
+    /// alias, reader fields the writer lacks filled with their defaults,
+    /// promotions), as JSON; the specs name its fields. It replaces the
+    /// spec file's `reader_schema`. Other formats refuse it at
+    /// [`build`](Self::build). By default, the spec file's
+    /// `reader_schema`, else none: each file is read by its writer schema.
+    pub fn with_reader_schema(mut self, schema: serde_json::Value) -> Self {
+        self.reader_schema = Some(schema);
         self
     }
 
@@ -341,11 +355,14 @@ impl LoaderBuilder {
             }
             _ => {}
         }
-        let spec = match (self.spec, &self.spec_path) {
+        let mut spec = match (self.spec, &self.spec_path) {
             (Some(spec), _) => spec,
             (None, Some(path)) => read_spec(&self.storage, path)?,
             (None, None) => return Err(Error::option("with_specs", "no features to decode")),
         };
+        if let Some(reader) = self.reader_schema {
+            spec.reader_schema = Some(reader);
+        }
         let batch_size = self.batch_size.or(spec.batch_size).unwrap_or(1024);
         if batch_size == 0 {
             return Err(Error::option("with_batch_size", "must be at least 1"));

@@ -230,6 +230,7 @@ impl Format for OfRecordFormat {
         spec: &SpecFile,
         limits: Limits,
     ) -> Result<Box<dyn grist_tensor::Decoder>, BoxError> {
+        grist_tensor::no_reader_schema("OFRecord", spec.reader_schema.as_ref())?;
         if spec.sequence {
             return Err(Box::new(TensorError::Unsupported {
                 what: "OFRecord: context/sequence features are for tf.SequenceExample records"
@@ -295,6 +296,7 @@ impl Format for OfRecordFormat {
         inputs: &[Input],
         options: &RecordOptions,
     ) -> Result<Box<dyn Records>, BoxError> {
+        grist_tensor::no_reader_schema("OFRecord", options.reader_schema.as_ref())?;
         if options.sequence {
             return Err(Box::new(TensorError::Unsupported {
                 what: "OFRecord: --sequence is for tf.SequenceExample records".into(),

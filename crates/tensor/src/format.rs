@@ -544,6 +544,9 @@ pub struct RecordOptions {
     /// Decode records as `tf.SequenceExample`s (formats of tf.Example
     /// records).
     pub sequence: bool,
+    /// Avro: decode each record through this reader schema (JSON); other
+    /// formats refuse it.
+    pub reader_schema: Option<serde_json::Value>,
 }
 
 impl RecordOptions {
@@ -556,6 +559,14 @@ impl RecordOptions {
     /// Decode tf.SequenceExamples. By default, `false`.
     pub fn with_sequence(mut self, sequence: bool) -> Self {
         self.sequence = sequence;
+        self
+    }
+
+    /// Avro: the reader schema records are decoded through (the Avro
+    /// specification's schema resolution). By default, none: each file's
+    /// writer schema.
+    pub fn with_reader_schema(mut self, schema: serde_json::Value) -> Self {
+        self.reader_schema = Some(schema);
         self
     }
 }
@@ -835,6 +846,7 @@ pub trait Format: Send + Sync + fmt::Debug {
         let record_options = RecordOptions {
             read: options.read.clone(),
             sequence: options.sequence,
+            reader_schema: None,
         };
         let mut records = self.records(inputs, &record_options)?;
         let (mut n, mut lo, mut hi) = (0u64, usize::MAX, 0usize);

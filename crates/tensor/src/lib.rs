@@ -142,7 +142,8 @@ pub use sink::{Encoder, Lossy, RecordBuf, RecordSink, WriteOptions, Written};
 pub use source::{Chunk, MAX_IO_BUFFER, RecordLayout, RecordSource};
 pub use spec::{
     DenseSpec, FeatureSpec, FixedLenSequenceSpec, MAX_DEFAULT_VALUES, OneOrMany, Partition,
-    RaggedSpec, SparseSpec, SpecFile, UNKNOWN_DIM, VarlenSpec, resolve_default, shape_elements,
+    RaggedSpec, SparseSpec, SpecFile, UNKNOWN_DIM, VarlenSpec, no_reader_schema, resolve_default,
+    shape_elements,
 };
 pub use tensor::{
     Batch, Column, DenseTensor, RaggedTensor, Section, SparseTensor, StringValues, Tensor, Values,

@@ -479,7 +479,9 @@ pub fn resolve_default(
 ///
 /// Plain records use `features`; `tf.SequenceExample` uses
 /// `context_features` and `sequence_features`. `batch_size` and
-/// `drop_remainder` are taken when present.
+/// `drop_remainder` are taken when present, and so is `reader_schema`
+/// (Avro: the schema every file is read through, a JSON schema or a
+/// string of its JSON).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SpecFile {
     /// The features of plain records.
@@ -494,6 +496,10 @@ pub struct SpecFile {
     pub batch_size: Option<usize>,
     /// Whether to drop a final partial batch, if the file says.
     pub drop_remainder: Option<bool>,
+    /// Avro: the reader schema every file is read through (the Avro
+    /// specification's schema resolution), as JSON; the features name its
+    /// fields. Other formats refuse a spec that has one.
+    pub reader_schema: Option<serde_json::Value>,
 }
 
 impl SpecFile {
@@ -533,6 +539,18 @@ impl SpecFile {
                         .and_then(|b| b.as_u64())
                         .map(|b| b as usize),
                     drop_remainder: map.get("drop_remainder").and_then(|b| b.as_bool()),
+                    reader_schema: match map.get("reader_schema") {
+                        None | Some(serde_json::Value::Null) => None,
+                        // A string of JSON text is the schema it holds; any
+                        // other string is a schema too (a type's name).
+                        Some(serde_json::Value::String(text)) => Some(
+                            serde_json::from_str::<serde_json::Value>(text)
+                                .ok()
+                                .filter(|v| v.is_object() || v.is_array())
+                                .unwrap_or_else(|| serde_json::Value::String(text.clone())),
+                        ),
+                        Some(v) => Some(v.clone()),
+                    },
                 })
             }
             _ => Err(TensorError::InvalidSpecFile {
@@ -545,8 +563,8 @@ impl SpecFile {
     /// [`from_value`](Self::from_value) reads back to an equal value: a
     /// plain spec as `{"features": [...]}`, a sequence spec as
     /// `{"context_features": [...], "sequence_features": [...]}` (and
-    /// `features` too when it has any), with `batch_size` and
-    /// `drop_remainder` when they are set.
+    /// `features` too when it has any), with `batch_size`,
+    /// `drop_remainder` and `reader_schema` when they are set.
     ///
     /// Context and sequence features of a spec that is not marked
     /// [`sequence`](Self::sequence) are written too, and read back as a
@@ -592,6 +610,8 @@ struct SpecFileJson<'a> {
     batch_size: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     drop_remainder: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reader_schema: Option<&'a serde_json::Value>,
 }
 
 impl Serialize for SpecFile {
@@ -605,8 +625,27 @@ impl Serialize for SpecFile {
             sequence_features: sequence.then_some(&self.sequence_features[..]),
             batch_size: self.batch_size,
             drop_remainder: self.drop_remainder,
+            reader_schema: self.reader_schema.as_ref(),
         }
         .serialize(s)
+    }
+}
+
+/// Refuses a reader schema (a spec's `reader_schema`, a
+/// [`RecordOptions`](crate::RecordOptions) one) for a format whose records
+/// have no writer schema to resolve: every format but Avro.
+pub fn no_reader_schema(
+    format: &str,
+    reader_schema: Option<&serde_json::Value>,
+) -> Result<(), TensorError> {
+    match reader_schema {
+        None => Ok(()),
+        Some(_) => Err(TensorError::Unsupported {
+            what: format!(
+                "{format}: a reader schema (`reader_schema`, --reader-schema) is for Avro files; \
+                 {format} records have no writer schema to resolve"
+            ),
+        }),
     }
 }
 

@@ -64,3 +64,33 @@ fn empty_lists_keep_the_form() {
     );
     assert_eq!(SpecFile::from_json(&plain.to_json()).unwrap(), plain);
 }
+
+/// An Avro reader schema round-trips: given as a JSON object or as a
+/// string of its JSON, it reads as the object and is written back as it.
+#[test]
+fn a_reader_schema_round_trips() {
+    let schema = serde_json::json!({"type": "record", "name": "R", "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "tag", "type": ["null", "string"], "default": null}]});
+    let object = serde_json::json!({
+        "features": [{"name": "id", "kind": "dense", "dtype": "int64", "shape": []}],
+        "reader_schema": schema,
+    });
+    let spec = SpecFile::from_value(&object).unwrap();
+    assert_eq!(spec.reader_schema.as_ref(), Some(&schema));
+    let mut as_text = object.clone();
+    as_text["reader_schema"] = serde_json::json!(schema.to_string());
+    assert_eq!(SpecFile::from_value(&as_text).unwrap(), spec);
+    let text = spec.to_json();
+    assert_eq!(SpecFile::from_json(&text).unwrap(), spec);
+    let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(back["reader_schema"], schema);
+    // A primitive schema given by name stays a string.
+    let mut primitive = object;
+    primitive["reader_schema"] = serde_json::json!("long");
+    let spec = SpecFile::from_value(&primitive).unwrap();
+    assert_eq!(spec.reader_schema, Some(serde_json::json!("long")));
+    assert_eq!(SpecFile::from_json(&spec.to_json()).unwrap(), spec);
+    // Without one, none is written.
+    assert!(!SpecFile::default().to_json().contains("reader_schema"));
+}

@@ -1,7 +1,9 @@
 //! Dev-only test support for grist, the one home of what every crate's
 //! tests share: the golden corpus ([`corpus`]: its manifests' cases and
 //! their TFRecord and Avro views, the FFRecord and OFRecord folder cases,
-//! and the corpus served over S3), an error's cause chain as text
+//! and the corpus served over S3), an Avro dataset of three schema
+//! versions with its reader schema ([`evolution`], written and read back
+//! by apache-avro), an error's cause chain as text
 //! ([`chain`]), temporary folders ([`temp_dir`]), and an S3-compatible
 //! server on the loopback interface, with fault injection, for the tests
 //! and benchmarks of every grist crate.
@@ -32,6 +34,7 @@
 #![forbid(unsafe_code)]
 
 pub mod corpus;
+pub mod evolution;
 mod faults;
 mod server;
 mod util;

@@ -202,6 +202,7 @@ impl Format for TfRecordFormat {
         spec: &SpecFile,
         limits: Limits,
     ) -> Result<Box<dyn grist_tensor::Decoder>, BoxError> {
+        grist_tensor::no_reader_schema("TFRecord", spec.reader_schema.as_ref())?;
         Ok(Box::new(
             ExampleDecoder::from_spec_file(spec)?.with_limits(limits),
         ))
@@ -275,6 +276,7 @@ impl Format for TfRecordFormat {
         inputs: &[Input],
         options: &RecordOptions,
     ) -> Result<Box<dyn Records>, BoxError> {
+        grist_tensor::no_reader_schema("TFRecord", options.reader_schema.as_ref())?;
         Ok(Box::new(TfRecords {
             format: *self,
             inputs: inputs.to_vec(),
