@@ -1,0 +1,1 @@
+//! grist-arrow's integration tests.
