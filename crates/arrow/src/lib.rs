@@ -18,9 +18,10 @@
 //!
 //! let spec = SpecFile { features: prod19_example_specs(), ..Default::default() };
 //! let batch = prod19(64, 7);
+//! let expected = batch.clone();
 //! let ids = batch.dense::<i64>("s_int")?.values.as_ptr();
 //!
-//! let arrow = to_record_batch(batch.clone(), &spec)?;
+//! let arrow = to_record_batch(batch, &spec)?;
 //! assert_eq!((arrow.num_rows(), arrow.num_columns()), (64, 19));
 //! // The int64 values were moved, not copied.
 //! use arrow_array::{cast::AsArray, types::Int64Type};
@@ -28,7 +29,7 @@
 //!
 //! // The schema's metadata holds the specs: the same batch comes back.
 //! let (back, back_spec) = from_record_batch(arrow, None)?;
-//! assert_eq!((back, back_spec.features), (batch, spec.features));
+//! assert_eq!((back, back_spec.features), (expected, spec.features));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
