@@ -191,12 +191,13 @@ fn check_list_nulls<O: OffsetSizeTrait>(
     offsets: &OffsetBuffer<O>,
     nulls: Option<NullBuffer>,
 ) -> Result<(), Error> {
-    if let Some(nulls) = nulls {
-        if (0..nulls.len()).any(|i| nulls.is_null(i) && offsets[i] != offsets[i + 1]) {
-            return Err(Error::Nulls {
-                column: column.to_string(),
-            });
-        }
+    // (Let chains: this crate needs Rust 1.88 for arrow-rs anyway.)
+    if let Some(nulls) = nulls
+        && (0..nulls.len()).any(|i| nulls.is_null(i) && offsets[i] != offsets[i + 1])
+    {
+        return Err(Error::Nulls {
+            column: column.to_string(),
+        });
     }
     Ok(())
 }
@@ -477,12 +478,12 @@ fn values(
     if leaf.len() < start + len {
         return Err(Error::layout(column, "list offsets point past the values"));
     }
-    if let Some(n) = leaf.logical_nulls() {
-        if n.slice(start, len).null_count() > 0 {
-            return Err(Error::Nulls {
-                column: column.to_string(),
-            });
-        }
+    if let Some(n) = leaf.logical_nulls()
+        && n.slice(start, len).null_count() > 0
+    {
+        return Err(Error::Nulls {
+            column: column.to_string(),
+        });
     }
     let found = leaf.data_type().clone();
     let Some(natural) = schema::leaf_dtype(&found) else {

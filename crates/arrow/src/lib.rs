@@ -84,3 +84,8 @@ pub use schema::{
 };
 pub use to_arrow::to_record_batch;
 pub use writer::{FormatWriter, write_batches};
+
+/// The README's example, run as a doc test so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

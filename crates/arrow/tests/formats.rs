@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use arrow_array::builder::{Int64Builder, LargeBinaryBuilder, ListBuilder};
-use arrow_array::{ArrayRef, FixedSizeListArray, Float32Array, Int64Array, RecordBatch, StringArray};
+use arrow_array::{
+    ArrayRef, FixedSizeListArray, Float32Array, Int64Array, RecordBatch, StringArray,
+};
 use arrow_schema::{DataType, Field};
 use grist::io::{Address, Storage};
 use grist_arrow::{from_record_batch, write_batches};
@@ -15,8 +17,12 @@ use grist_tensor::{Batch, SpecFile, WriteOptions};
 /// of 3, a list of int64 and a string per row.
 fn record_batch(rows: usize, seed: u64) -> RecordBatch {
     let mut rng = SplitMix64::new(seed);
-    let ids: ArrayRef = Arc::new(Int64Array::from_iter_values((0..rows).map(|_| rng.next_u64() as i64 >> 1)));
-    let score: ArrayRef = Arc::new(Float32Array::from_iter_values((0..rows).map(|_| rng.normal() as f32)));
+    let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(
+        (0..rows).map(|_| rng.next_u64() as i64 >> 1),
+    ));
+    let score: ArrayRef = Arc::new(Float32Array::from_iter_values(
+        (0..rows).map(|_| rng.normal() as f32),
+    ));
     let flat = Float32Array::from_iter_values((0..rows * 3).map(|_| rng.normal() as f32));
     let emb: ArrayRef = Arc::new(FixedSizeListArray::new(
         Arc::new(Field::new("item", DataType::Float32, true)),
@@ -61,7 +67,10 @@ fn record_batches_to_every_format() {
     let registry = grist::registry();
     for format in registry.formats() {
         let options = WriteOptions::new();
-        let path = dir.path().join(format.id()).join(format.part_name(0, &options));
+        let path = dir
+            .path()
+            .join(format.id())
+            .join(format.part_name(0, &options));
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let (written, spec) = write_batches(
             format.as_ref(),

@@ -29,7 +29,11 @@ fn types_without_a_dtype_name_the_column() {
         ("day", Arc::new(Date32Array::from(vec![1, 2, 3]))),
         (
             "price",
-            Arc::new(Decimal128Array::from(vec![1, 2, 3]).with_precision_and_scale(10, 2).unwrap()),
+            Arc::new(
+                Decimal128Array::from(vec![1, 2, 3])
+                    .with_precision_and_scale(10, 2)
+                    .unwrap(),
+            ),
         ),
         ("category", Arc::new(dict)),
         ("big", Arc::new(UInt64Array::from(vec![1, 2, 3]))),
@@ -67,7 +71,10 @@ fn types_without_a_dtype_name_the_column() {
 fn nulls_name_the_column() {
     let b = batch(vec![
         ok_column(),
-        ("gaps", Arc::new(Int64Array::from(vec![Some(1), None, Some(3)]))),
+        (
+            "gaps",
+            Arc::new(Int64Array::from(vec![Some(1), None, Some(3)])),
+        ),
     ]);
     assert!(matches!(
         from_record_batch(b, None),
@@ -96,7 +103,11 @@ fn nulls_name_the_column() {
 fn a_spec_feature_without_a_column_is_named() {
     let b = batch(vec![ok_column()]);
     let mut spec = spec_from_schema(&b.schema()).unwrap();
-    spec.features.push(grist_tensor::FeatureSpec::dense("absent", grist_tensor::DType::Int64, []));
+    spec.features.push(grist_tensor::FeatureSpec::dense(
+        "absent",
+        grist_tensor::DType::Int64,
+        [],
+    ));
     assert!(matches!(
         from_record_batch(b, Some(&spec)),
         Err(Error::Missing { column }) if column == "absent"
@@ -106,9 +117,17 @@ fn a_spec_feature_without_a_column_is_named() {
 #[test]
 fn a_dtype_that_would_narrow_is_refused() {
     let schema = Schema::new(vec![Field::new("x", DataType::Utf8, false)]);
-    let b = RecordBatch::try_new(Arc::new(schema), vec![Arc::new(StringArray::from(vec!["a"]))]).unwrap();
+    let b = RecordBatch::try_new(
+        Arc::new(schema),
+        vec![Arc::new(StringArray::from(vec!["a"]))],
+    )
+    .unwrap();
     let spec = grist_tensor::SpecFile {
-        features: vec![grist_tensor::FeatureSpec::dense("x", grist_tensor::DType::Int64, [])],
+        features: vec![grist_tensor::FeatureSpec::dense(
+            "x",
+            grist_tensor::DType::Int64,
+            [],
+        )],
         ..Default::default()
     };
     assert!(matches!(

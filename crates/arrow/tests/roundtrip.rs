@@ -60,7 +60,10 @@ fn strings_are_utf8_only_when_every_value_is() {
     for (binary, want) in [(false, DataType::LargeUtf8), (true, DataType::LargeBinary)] {
         let batch = Batch::new(
             5,
-            vec![support::column("s", support::dense(&mut rng, DType::String, 5, &[], binary))],
+            vec![support::column(
+                "s",
+                support::dense(&mut rng, DType::String, 5, &[], binary),
+            )],
         );
         let spec = SpecFile {
             features: vec![FeatureSpec::dense("s", DType::String, [])],
@@ -71,8 +74,19 @@ fn strings_are_utf8_only_when_every_value_is() {
         round_trip(&batch, &spec);
     }
     // Valid as a whole but cut inside a character: not UTF-8 per value.
-    let s: grist_tensor::StringValues = ["é".as_bytes()[..1].as_ref(), &"é".as_bytes()[1..]].into_iter().collect();
-    let batch = Batch::new(2, vec![support::column("s", Tensor::Dense(DenseTensor { shape: vec![2], values: Values::String(s) }))]);
+    let s: grist_tensor::StringValues = ["é".as_bytes()[..1].as_ref(), &"é".as_bytes()[1..]]
+        .into_iter()
+        .collect();
+    let batch = Batch::new(
+        2,
+        vec![support::column(
+            "s",
+            Tensor::Dense(DenseTensor {
+                shape: vec![2],
+                values: Values::String(s),
+            }),
+        )],
+    );
     let spec = SpecFile {
         features: vec![FeatureSpec::dense("s", DType::String, [])],
         ..SpecFile::default()
@@ -111,7 +125,9 @@ fn sequence_example_sections() {
         default: None,
         tf_class: None,
     });
-    let lengths: Vec<i64> = (0..rows).map(|_| rng.below(steps as u64 + 1) as i64).collect();
+    let lengths: Vec<i64> = (0..rows)
+        .map(|_| rng.below(steps as u64 + 1) as i64)
+        .collect();
     let columns = vec![
         Column {
             name: "x".into(),
@@ -140,8 +156,16 @@ fn sequence_example_sections() {
     };
     let batch = Batch::new(rows, columns);
     let arrow = to_record_batch(batch.clone(), &spec).unwrap();
-    let names: Vec<_> = arrow.schema().fields().iter().map(|f| f.name().clone()).collect();
-    assert_eq!(names, ["context/x", "feature_lists/x", "feature_list_lengths/x"]);
+    let names: Vec<_> = arrow
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(
+        names,
+        ["context/x", "feature_lists/x", "feature_list_lengths/x"]
+    );
     round_trip(&batch, &spec);
 }
 
@@ -150,7 +174,10 @@ fn columns_outside_the_spec_are_described_from_their_tensors() {
     let (batch, spec) = every_kind(5, 12);
     // Without a spec, sparse features read back as varlen ones: keep the
     // other kinds, whose description is exact.
-    let keep = |f: &FeatureSpec| !matches!(f, FeatureSpec::Sparse(_) | FeatureSpec::Ragged(_)) && !f.name().starts_with("padded");
+    let keep = |f: &FeatureSpec| {
+        !matches!(f, FeatureSpec::Sparse(_) | FeatureSpec::Ragged(_))
+            && !f.name().starts_with("padded")
+    };
     let columns: Vec<Column> = batch
         .columns()
         .iter()

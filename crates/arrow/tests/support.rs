@@ -2,8 +2,8 @@
 
 use grist_tensor::synth::SplitMix64;
 use grist_tensor::{
-    Batch, Column, DType, DenseTensor, FeatureSpec, RaggedSpec, RaggedTensor, Section,
-    SparseSpec, SparseTensor, SpecFile, StringValues, Tensor, Values, VarlenSpec,
+    Batch, Column, DType, DenseTensor, FeatureSpec, RaggedSpec, RaggedTensor, Section, SparseSpec,
+    SparseTensor, SpecFile, StringValues, Tensor, Values, VarlenSpec,
 };
 
 pub const DTYPES: [DType; 6] = [
@@ -29,7 +29,10 @@ pub fn values(rng: &mut SplitMix64, dtype: DType, n: usize, binary: bool) -> Val
                 let len = rng.below(6) as usize;
                 let bytes: Vec<u8> = if binary {
                     // 0xff is never UTF-8.
-                    (0..=len).map(|_| 0x80 | rng.below(128) as u8).chain([0xff]).collect()
+                    (0..=len)
+                        .map(|_| 0x80 | rng.below(128) as u8)
+                        .chain([0xff])
+                        .collect()
                 } else {
                     (0..len)
                         .flat_map(|_| {
@@ -55,7 +58,13 @@ pub fn column(name: &str, tensor: Tensor) -> Column {
 }
 
 /// A dense column `[rows, dims...]`.
-pub fn dense(rng: &mut SplitMix64, dtype: DType, rows: usize, dims: &[usize], binary: bool) -> Tensor {
+pub fn dense(
+    rng: &mut SplitMix64,
+    dtype: DType,
+    rows: usize,
+    dims: &[usize],
+    binary: bool,
+) -> Tensor {
     let mut shape = vec![rows];
     shape.extend_from_slice(dims);
     let n = shape.iter().product();
@@ -142,7 +151,13 @@ pub fn sparse(rng: &mut SplitMix64, dtype: DType, rows: usize, size: &[i64]) -> 
 
 /// A ragged column with `levels` levels of splits over flat values of
 /// inner shape `inner`.
-pub fn ragged(rng: &mut SplitMix64, dtype: DType, rows: usize, levels: usize, inner: &[usize]) -> Tensor {
+pub fn ragged(
+    rng: &mut SplitMix64,
+    dtype: DType,
+    rows: usize,
+    levels: usize,
+    inner: &[usize],
+) -> Tensor {
     let mut nested = Vec::new();
     let mut n = rows;
     for _ in 0..levels {
@@ -216,7 +231,11 @@ pub fn every_kind(rows: usize, seed: u64) -> (Batch, SpecFile) {
         let d = dtype.name();
         for dims in [&[][..], &[3][..], &[2, 3][..], &[2, 0][..]] {
             let name = format!("dense_{d}_{}", dims.len() + 1);
-            let name = if dims.contains(&0) { format!("{name}_empty") } else { name };
+            let name = if dims.contains(&0) {
+                format!("{name}_empty")
+            } else {
+                name
+            };
             columns.push(column(&name, dense(&mut rng, dtype, rows, dims, false)));
             let shape: Vec<i64> = dims.iter().map(|&x| x as i64).collect();
             specs.push(FeatureSpec::dense(name, dtype, shape));
@@ -244,7 +263,10 @@ pub fn every_kind(rows: usize, seed: u64) -> (Batch, SpecFile) {
         }
     }
     let name = "binary";
-    columns.push(column(name, dense(&mut rng, DType::String, rows, &[2], true)));
+    columns.push(column(
+        name,
+        dense(&mut rng, DType::String, rows, &[2], true),
+    ));
     specs.push(FeatureSpec::dense(name, DType::String, [2]));
     let spec = SpecFile {
         features: specs,

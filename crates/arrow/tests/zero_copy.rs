@@ -17,7 +17,10 @@ fn grist_ptrs(t: &Tensor) -> (usize, Option<usize>) {
         Values::Int64(v) => (v.as_ptr() as usize, None),
         Values::Float32(v) => (v.as_ptr() as usize, None),
         Values::Float64(v) => (v.as_ptr() as usize, None),
-        Values::String(s) => (s.data().as_ptr() as usize, Some(s.offsets().as_ptr() as usize)),
+        Values::String(s) => (
+            s.data().as_ptr() as usize,
+            Some(s.offsets().as_ptr() as usize),
+        ),
         other => panic!("no buffer to compare for {}", other.dtype()),
     };
     match t {
@@ -52,8 +55,12 @@ fn arrow_ptrs(a: &ArrayRef) -> (usize, Option<usize>) {
     let leaf = match a.data_type() {
         arrow_schema::DataType::Int32 => a.as_primitive::<Int32Type>().values().as_ptr() as usize,
         arrow_schema::DataType::Int64 => a.as_primitive::<Int64Type>().values().as_ptr() as usize,
-        arrow_schema::DataType::Float32 => a.as_primitive::<Float32Type>().values().as_ptr() as usize,
-        arrow_schema::DataType::Float64 => a.as_primitive::<Float64Type>().values().as_ptr() as usize,
+        arrow_schema::DataType::Float32 => {
+            a.as_primitive::<Float32Type>().values().as_ptr() as usize
+        }
+        arrow_schema::DataType::Float64 => {
+            a.as_primitive::<Float64Type>().values().as_ptr() as usize
+        }
         arrow_schema::DataType::LargeUtf8 => {
             let s = a.as_string::<i64>();
             let offsets = outer_offsets.unwrap_or(s.offsets().as_ptr() as usize);
@@ -87,11 +94,20 @@ fn buffers_move_both_ways() {
         ptrs.push((numeric_or_string && !empty).then(|| grist_ptrs(&c.tensor)));
     }
     let arrow = to_record_batch(batch, &spec).unwrap();
-    for ((field, array), want) in arrow.schema().fields().iter().zip(arrow.columns()).zip(&ptrs) {
+    for ((field, array), want) in arrow
+        .schema()
+        .fields()
+        .iter()
+        .zip(arrow.columns())
+        .zip(&ptrs)
+    {
         let Some(want) = want else { continue };
         let got = arrow_ptrs(array);
         assert_eq!(got.0, want.0, "values of {} were copied", field.name());
-        let strings = matches!(array.data_type(), arrow_schema::DataType::LargeUtf8 | arrow_schema::DataType::LargeBinary);
+        let strings = matches!(
+            array.data_type(),
+            arrow_schema::DataType::LargeUtf8 | arrow_schema::DataType::LargeBinary
+        );
         let kind = field.metadata()["grist.kind"].as_str();
         // Dense strings: their offsets (moved on 64-bit targets only);
         // ragged: the outer row splits.
@@ -112,7 +128,9 @@ fn buffers_move_both_ways() {
         let got = grist_ptrs(&c.tensor);
         assert_eq!(got.0, want.0, "values of {} were copied back", c.name);
         let dense_strings = matches!(&c.tensor, Tensor::Dense(d) if d.dtype() == DType::String);
-        if matches!(c.tensor, Tensor::Ragged(_)) || (dense_strings && cfg!(target_pointer_width = "64")) {
+        if matches!(c.tensor, Tensor::Ragged(_))
+            || (dense_strings && cfg!(target_pointer_width = "64"))
+        {
             assert_eq!(got.1, want.1, "offsets of {} were copied back", c.name);
         }
         back_checked += 1;
@@ -126,17 +144,30 @@ fn shared_buffers_are_copied_back() {
         3,
         vec![crate::support::column(
             "x",
-            crate::support::dense(&mut grist_tensor::synth::SplitMix64::new(3), DType::Int64, 3, &[], false),
+            crate::support::dense(
+                &mut grist_tensor::synth::SplitMix64::new(3),
+                DType::Int64,
+                3,
+                &[],
+                false,
+            ),
         )],
     );
     let arrow = to_record_batch(batch.clone(), &SpecFile::default()).unwrap();
-    let before = arrow.column(0).as_primitive::<Int64Type>().values().as_ptr() as usize;
+    let before = arrow
+        .column(0)
+        .as_primitive::<Int64Type>()
+        .values()
+        .as_ptr() as usize;
     let keep = arrow.clone();
     let (back, _) = from_record_batch(arrow, None).unwrap();
     assert_eq!(back, batch);
     // Another owner holds the buffer: the values are a copy, and the
     // other owner's buffer is intact.
     assert_ne!(grist_ptrs(&back.columns()[0].tensor).0, before);
-    assert_eq!(keep.column(0).as_primitive::<Int64Type>().values().as_ptr() as usize, before);
+    assert_eq!(
+        keep.column(0).as_primitive::<Int64Type>().values().as_ptr() as usize,
+        before
+    );
     assert_eq!(keep.column(0).len(), 3);
 }
