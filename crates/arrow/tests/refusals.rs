@@ -135,3 +135,70 @@ fn a_dtype_that_would_narrow_is_refused() {
         Err(Error::DType { column, .. }) if column == "x"
     ));
 }
+
+/// An error's message and its causes', as the CLI prints them.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
+}
+
+#[test]
+fn what_a_format_cannot_write_is_refused_before_the_file_exists() {
+    let b = batch(vec![
+        ok_column(),
+        (
+            "wide",
+            Arc::new(arrow_array::Float64Array::from(vec![0.5, 1.5, 2.5])),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("out.tfrecord");
+    let format = grist::registry().get("tfrecord").unwrap();
+    let err = FormatWriter::try_new(
+        format.as_ref(),
+        &Storage::new(),
+        &Address::from(path.as_path()),
+        &b.schema(),
+        None,
+        &WriteOptions::new(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, Error::Write { .. }), "{err:?}");
+    assert!(chain(&err).contains("wide"), "{}", chain(&err));
+    assert!(!path.exists());
+}
+
+#[test]
+fn a_failure_part_way_leaves_nothing() {
+    let good = batch(vec![ok_column()]);
+    let bad = batch(vec![(
+        "fine",
+        Arc::new(Int64Array::from(vec![Some(1), None])) as ArrayRef,
+    )]);
+    let dir = tempfile::tempdir().unwrap();
+    for format in grist::registry().formats() {
+        let path = dir.path().join(format.part_name(0, &WriteOptions::new()));
+        let result = grist_arrow::write_batches(
+            format.as_ref(),
+            &Storage::new(),
+            &Address::from(path.as_path()),
+            &good.schema(),
+            None,
+            &WriteOptions::new(),
+            [Ok(good.clone()), Ok(bad.clone())],
+        );
+        assert!(
+            matches!(result, Err(Error::Nulls { ref column }) if column == "fine"),
+            "{}: {result:?}",
+            format.name()
+        );
+        assert!(!path.exists(), "{}", format.name());
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
