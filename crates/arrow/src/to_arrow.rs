@@ -95,11 +95,13 @@ fn describe(name: &str, tensor: &Tensor) -> FeatureSpec {
                 .collect::<Vec<_>>();
             FeatureSpec::dense(name, d.dtype(), shape)
         }
+        // A varlen feature as `VarLenFeature` (rank 1) or with its rank.
+        Tensor::Sparse(s) if s.rank() <= 2 => FeatureSpec::varlen(name, s.dtype()),
         Tensor::Sparse(s) => FeatureSpec::Varlen(VarlenSpec {
             name: name.to_string(),
             dtype: s.dtype(),
             shape: None,
-            rank: Some(s.rank().saturating_sub(1).max(1)),
+            rank: Some(s.rank() - 1),
             tf_class: None,
             atds_class: None,
         }),
