@@ -54,6 +54,7 @@
 //! | `avro-bzip2` | off | Avro's `bzip2` codec (pure Rust) |
 //! | `avro-xz` | off | Avro's `xz` codec (pure Rust) |
 //! | `tfrecord-zstd` | off | ZSTD-compressed TFRecord files (not a TensorFlow codec) |
+//! | `arrow` | off | [grist-arrow](https://docs.rs/grist-arrow) as `grist::arrow`: batches to and from Apache Arrow record batches, record batches written to any format (needs Rust 1.88) |
 //!
 //! ```
 //! use grist::tensor::{DType, FeatureSpec};
@@ -95,6 +96,8 @@ pub use manifest::{
     CONVERT_FILE, MANIFEST_FILE, Manifest, ManifestPart, PAUSE_BEFORE_MANIFEST, Shard, merge_shards,
 };
 
+#[cfg(feature = "arrow")]
+pub use grist_arrow as arrow;
 pub use grist_avro_tensor as avro;
 pub use grist_ffrecord as ffrecord;
 pub use grist_io as io;

@@ -78,6 +78,32 @@ impl StringValues {
         &self.offsets
     }
 
+    /// Consumes the list, returning its bytes and its `len() + 1` offsets,
+    /// so that another representation (Arrow's) can take the buffers
+    /// without copying them.
+    pub fn into_parts(self) -> (Vec<u8>, Vec<usize>) {
+        (self.data, self.offsets)
+    }
+
+    /// The list made of `data` and `offsets` (as [`into_parts`] returns
+    /// them), or `None` unless `offsets` starts at 0, never decreases and
+    /// ends at `data.len()`.
+    ///
+    /// [`into_parts`]: Self::into_parts
+    ///
+    /// ```
+    /// use grist_tensor::StringValues;
+    /// let s = StringValues::from_parts(b"abcd".to_vec(), vec![0, 1, 4]).unwrap();
+    /// assert_eq!(s.get(1), Some(&b"bcd"[..]));
+    /// assert!(StringValues::from_parts(b"ab".to_vec(), vec![0, 3]).is_none());
+    /// ```
+    pub fn from_parts(data: Vec<u8>, offsets: Vec<usize>) -> Option<Self> {
+        let valid = offsets.first() == Some(&0)
+            && offsets.windows(2).all(|w| w[0] <= w[1])
+            && offsets.last() == Some(&data.len());
+        valid.then_some(StringValues { data, offsets })
+    }
+
     /// Keeps the first `len` strings.
     pub fn truncate(&mut self, len: usize) {
         if len < self.len() {
