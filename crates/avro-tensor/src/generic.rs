@@ -430,6 +430,13 @@ impl serde::Serialize for DatumJson<'_, '_> {
             value,
             field: self.field,
         };
+        // Under a reader schema: a default or a promoted value is a value
+        // of the reader's type.
+        if let Node::Default { node, .. } | Node::Promote { reader: node, .. } =
+            self.schema.node(self.node)
+        {
+            return at(*node, self.value).serialize(s);
+        }
         if let Some(logical) = self.schema.logical(self.node) {
             let text =
                 crate::logical::to_text(logical, self.value).map_err(|e| match self.field {
@@ -470,7 +477,11 @@ impl serde::Serialize for DatumJson<'_, '_> {
             }
             (Node::Record { fields, .. }, AvroValue::Record(values)) => {
                 let mut map = s.serialize_map(Some(values.len()))?;
-                for ((name, node), (_, v)) in fields.iter().zip(values) {
+                // Writer fields the reader schema lacks were read, not kept.
+                let kept = fields
+                    .iter()
+                    .filter(|(_, f)| !matches!(self.schema.node(*f), Node::Skip(_)));
+                for ((name, node), (_, v)) in kept.zip(values) {
                     let field = DatumJson {
                         field: name,
                         ..at(*node, v)
