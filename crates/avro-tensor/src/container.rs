@@ -470,6 +470,7 @@ impl BlockDecoder {
 
     /// The limit on a block's stored size. By default,
     /// [`Limits::default`] (the allocation limit, 4 GiB).
+    #[must_use]
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.max_data = max_len(&limits);
         self.max_alloc = limits.max_alloc_bytes();
@@ -478,6 +479,7 @@ impl BlockDecoder {
 
     /// Starts at block number `block`, file offset `offset` (a block
     /// boundary). By default, block 0 at offset 0.
+    #[must_use]
     pub fn with_position(mut self, block: u64, offset: u64) -> Self {
         self.block = block;
         self.offset = offset;
@@ -645,6 +647,7 @@ impl ReaderOptions {
     /// The limits on a header's size, a block's stored size and a block's
     /// decompressed size ([`Limits::max_alloc_bytes`]). By default,
     /// [`Limits::default`] (4 GiB).
+    #[must_use]
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
@@ -654,6 +657,7 @@ impl ReaderOptions {
     /// beyond this only for blocks that do not fit, and only as their bytes
     /// arrive. Values below 64 are raised to 64, values above
     /// [`grist_tensor::MAX_IO_BUFFER`] lowered to it. By default, 1 MiB.
+    #[must_use]
     pub fn with_buffer_size(mut self, bytes: usize) -> Self {
         self.buffer_size = bytes.clamp(64, grist_tensor::MAX_IO_BUFFER);
         self

@@ -109,6 +109,7 @@ impl AvroDecoder {
 
     /// The limits on allocations sized by input. By default,
     /// [`Limits::default`].
+    #[must_use]
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
@@ -122,6 +123,7 @@ impl AvroDecoder {
     /// rules forbid the pairing), fields the writer lacks take the
     /// reader's defaults. By default, none: each file is read by its
     /// writer schema.
+    #[must_use]
     pub fn with_reader_schema(mut self, reader: ReaderSchema) -> Self {
         self.reader = Some(reader);
         self.plans.clear();

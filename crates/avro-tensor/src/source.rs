@@ -264,6 +264,7 @@ impl AvroSource {
 
     /// The reader options (limits, buffer size). By default,
     /// [`ReaderOptions::default`].
+    #[must_use]
     pub fn with_options(mut self, options: ReaderOptions) -> Self {
         self.options = options;
         self

@@ -46,6 +46,7 @@ impl Default for WriterOptions {
 
 impl WriterOptions {
     /// The codec of every block. By default, [`Codec::Null`].
+    #[must_use]
     pub fn with_codec(mut self, codec: Codec) -> Self {
         self.codec = codec;
         self
@@ -56,6 +57,7 @@ impl WriterOptions {
     /// this size or beyond. Values below 1 are raised to 1 (one record per
     /// block). By default, 64,000 bytes (Java's `DataFileWriter`; fastavro
     /// uses 16,000).
+    #[must_use]
     pub fn with_sync_interval(mut self, bytes: usize) -> Self {
         self.sync_interval = bytes.max(1);
         self
@@ -66,6 +68,7 @@ impl WriterOptions {
     /// reserved by the specification: [`ContainerWriter::new`] refuses
     /// them. By default, no entries besides `avro.schema` and
     /// `avro.codec`.
+    #[must_use]
     pub fn with_metadata(mut self, key: impl Into<String>, value: impl Into<Vec<u8>>) -> Self {
         let key = key.into();
         self.metadata.retain(|(k, _)| *k != key);
@@ -76,6 +79,7 @@ impl WriterOptions {
     /// The sync marker, e.g. for byte-reproducible output. By default, 16
     /// random bytes from the operating system's generator (through
     /// `rand`), new for every file, as the specification asks.
+    #[must_use]
     pub fn with_sync_marker(mut self, sync: [u8; SYNC_LEN]) -> Self {
         self.sync_marker = Some(sync);
         self
@@ -83,6 +87,7 @@ impl WriterOptions {
 
     /// The size of the write buffer in front of the output, at most
     /// [`grist_tensor::MAX_IO_BUFFER`]. By default, 1 MiB.
+    #[must_use]
     pub fn with_buffer_size(mut self, bytes: usize) -> Self {
         self.buffer_size = bytes.clamp(1, grist_tensor::MAX_IO_BUFFER);
         self

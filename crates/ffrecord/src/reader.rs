@@ -53,6 +53,7 @@ impl ReaderOptions {
     /// files, whose stored checksum is 0) and the CRC-32 of every sample
     /// read, zero-length ones included. Offsets are checked against the
     /// header and file sizes either way. By default, `true`.
+    #[must_use]
     pub fn with_check_data(mut self, check: bool) -> Self {
         self.check_data = check;
         self
@@ -61,6 +62,7 @@ impl ReaderOptions {
     /// The limits on allocations sized by the files: the header arrays,
     /// one sample ([`Limits::max_record_bytes`]) and one batch of samples
     /// ([`Limits::max_alloc_bytes`]). By default, [`Limits::default`].
+    #[must_use]
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
@@ -68,6 +70,7 @@ impl ReaderOptions {
 
     /// How sample bytes are fetched. By default, [`Access::read`]
     /// (positioned reads).
+    #[must_use]
     pub fn with_access(mut self, access: Access) -> Self {
         self.access = access;
         self
@@ -77,6 +80,7 @@ impl ReaderOptions {
     /// join two wanted samples of the same file into one read (the bytes
     /// in between are read and skipped). Samples that touch are always
     /// read together. By default, 4096 bytes.
+    #[must_use]
     pub fn with_coalesce_gap(mut self, bytes: u64) -> Self {
         self.coalesce_gap = bytes;
         self

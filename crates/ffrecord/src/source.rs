@@ -72,6 +72,7 @@ impl FfrSource {
     /// The target size of a chunk in bytes: a chunk holds the consecutive
     /// samples that fit (at least one: a larger sample makes a chunk of its
     /// own). By default, 4 MiB.
+    #[must_use]
     pub fn with_chunk_bytes(mut self, bytes: usize) -> Self {
         self.chunk_bytes = bytes.max(1) as u64;
         self
@@ -80,6 +81,7 @@ impl FfrSource {
     /// This source started at sample `sample` (within the dataset's first
     /// file) as chunk number `chunk_index`: the rest of a stream whose
     /// chunks before were read already.
+    #[must_use]
     pub fn starting_at(mut self, sample: u64, chunk_index: u64) -> Self {
         self.next = sample;
         self.chunk_index = chunk_index;

@@ -43,6 +43,7 @@ impl WriterOptions {
     /// behind the header at [`finish`](FfrWriter::finish) (one more copy
     /// of the samples, within the file being written). Either way the
     /// file is the same. By default, `None` (unknown).
+    #[must_use]
     pub fn with_count(mut self, count: Option<u64>) -> Self {
         self.count = count;
         self
@@ -50,6 +51,7 @@ impl WriterOptions {
 
     /// The size of the write buffer, at most
     /// [`grist_tensor::MAX_IO_BUFFER`]. By default, 1 MiB.
+    #[must_use]
     pub fn with_buffer_size(mut self, bytes: usize) -> Self {
         self.buffer_size = bytes.clamp(1, grist_tensor::MAX_IO_BUFFER);
         self

@@ -125,6 +125,7 @@ impl ConvertTarget {
     /// writes `manifest.json` once all are done. With
     /// [`with_files`](Self::with_files), the records per file are those of
     /// the whole conversion's split. By default, shard 0 of 1: everything.
+    #[must_use]
     pub fn with_shard(mut self, index: usize, count: usize) -> Self {
         self.shard = Shard { index, count };
         self
@@ -135,6 +136,7 @@ impl ConvertTarget {
     /// files named as outputs): those files are removed first. Without it
     /// the conversion is refused before anything is written. The same
     /// conversion is resumed either way. By default, `false`.
+    #[must_use]
     pub fn with_force(mut self, force: bool) -> Self {
         self.force = force;
         self
@@ -142,6 +144,7 @@ impl ConvertTarget {
 
     /// A function called after each batch is written, from the writing
     /// thread (keep it short). By default, none.
+    #[must_use]
     pub fn with_progress(mut self, f: impl Fn(&ConvertProgress) + Send + Sync + 'static) -> Self {
         self.progress = Some(ProgressFn(Arc::new(f)));
         self
@@ -149,6 +152,7 @@ impl ConvertTarget {
 
     /// The options of the target format (compression, codec, lossy
     /// conversions, ...). By default, [`WriteOptions::default`].
+    #[must_use]
     pub fn with_options(mut self, options: WriteOptions) -> Self {
         self.options = options;
         self
@@ -156,6 +160,7 @@ impl ConvertTarget {
 
     /// A new output file after `records` records (at least 1). By default,
     /// 1,000,000.
+    #[must_use]
     pub fn with_records_per_file(mut self, records: u64) -> Self {
         self.split = Split::RecordsPerFile(records.max(1));
         self
@@ -164,6 +169,7 @@ impl ConvertTarget {
     /// Exactly `files` output files (at least 1; fewer records than files
     /// leave the last ones empty). By default, 1,000,000 records per file
     /// instead.
+    #[must_use]
     pub fn with_files(mut self, files: usize) -> Self {
         self.split = Split::Files(files.max(1));
         self
@@ -171,6 +177,7 @@ impl ConvertTarget {
 
     /// Encoding threads (at least 1); reading and writing each take one
     /// more. By default, 2.
+    #[must_use]
     pub fn with_threads(mut self, threads: usize) -> Self {
         self.threads = threads.max(1);
         self
@@ -178,6 +185,7 @@ impl ConvertTarget {
 
     /// Records per batch read and encoded at once (at least 1). By
     /// default, 1024.
+    #[must_use]
     pub fn with_batch_size(mut self, records: usize) -> Self {
         self.batch_size = records.max(1);
         self
@@ -185,6 +193,7 @@ impl ConvertTarget {
 
     /// The storage both the sources and the outputs go through. By
     /// default, [`Storage::new`].
+    #[must_use]
     pub fn with_storage(mut self, storage: Storage) -> Self {
         self.storage = storage;
         self
@@ -192,6 +201,7 @@ impl ConvertTarget {
 
     /// The sources' format (such as FFRecord configured for OFRecord
     /// payloads). By default, detected by the [`registry`](crate::registry).
+    #[must_use]
     pub fn with_source_format(mut self, format: Arc<dyn Format>) -> Self {
         self.source_format = Some(format);
         self

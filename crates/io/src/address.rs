@@ -146,6 +146,7 @@ impl Address {
     }
 
     /// The child `name` of this folder or prefix.
+    #[must_use]
     pub fn join(&self, name: &str) -> Address {
         match &self.kind {
             Kind::Local(p) => {
@@ -165,6 +166,7 @@ impl Address {
     }
 
     /// The sibling `name` of this file (`x.tfrecord` → `x.tfrecord.idx`).
+    #[must_use]
     pub fn with_file_name(&self, name: &str) -> Address {
         match &self.kind {
             Kind::Local(p) => {

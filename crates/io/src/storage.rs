@@ -60,6 +60,7 @@ impl Retry {
 
     /// How many times a request is made before giving up (at least 1).
     /// By default, 10.
+    #[must_use]
     pub fn with_attempts(mut self, attempts: u32) -> Self {
         self.attempts = attempts.max(1);
         self
@@ -67,6 +68,7 @@ impl Retry {
 
     /// The wait before the first retry, doubled for each retry after it up
     /// to `max`. By default, 100 ms up to 5 s.
+    #[must_use]
     pub fn with_backoff(mut self, initial: Duration, max: Duration) -> Self {
         self.initial_backoff = initial;
         self.max_backoff = max.max(initial);
@@ -76,6 +78,7 @@ impl Retry {
     /// How long one request may take, from connecting to the last byte of
     /// its body: a stalled answer is abandoned and retried after this.
     /// By default, 30 s.
+    #[must_use]
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
         self
@@ -84,6 +87,7 @@ impl Retry {
     /// How long one operation (one ranged read, one block of a stream, one
     /// part of an upload) may take with all its retries; past it the
     /// operation fails with [`Error::Timeout`]. By default, 3 minutes.
+    #[must_use]
     pub fn with_deadline(mut self, deadline: Duration) -> Self {
         self.deadline = deadline;
         self
@@ -261,6 +265,7 @@ impl Storage {
     /// How local files are read: read calls, or memory maps (see
     /// [`Access::mmap`]). Object stores are always read with requests.
     /// By default, [`Access::read`].
+    #[must_use]
     pub fn with_access(self, access: Access) -> Self {
         self.with_config(|c| c.access = access)
     }
@@ -276,6 +281,7 @@ impl Storage {
     /// (`AWS_ENDPOINT`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
     /// `AWS_REGION`, `AWS_ALLOW_HTTP`, `GOOGLE_*`, `AZURE_*`), and nothing
     /// else.
+    #[must_use]
     pub fn with_remote_option(self, key: &str, value: &str) -> Self {
         let (key, value) = (key.to_ascii_lowercase(), value.to_string());
         self.with_config(|c| {
@@ -287,6 +293,7 @@ impl Storage {
     /// How remote requests are retried and timed out. By default,
     /// [`Retry::default`]: 10 attempts, 100 ms to 5 s of backoff, 30 s per
     /// request, 3 minutes per operation.
+    #[must_use]
     pub fn with_retry(self, retry: Retry) -> Self {
         self.with_config(|c| c.retry = retry)
     }
@@ -294,6 +301,7 @@ impl Storage {
     /// How many remote requests one call keeps in flight at once
     /// ([`Object::read_ranges`], [`read_into`](crate::read_into), the parts
     /// of an upload; at least 1). By default, 16.
+    #[must_use]
     pub fn with_concurrency(self, requests: usize) -> Self {
         self.with_config(|c| c.concurrency = requests.max(1))
     }
@@ -302,6 +310,7 @@ impl Storage {
     /// [`MIN_PART_SIZE`], 5 MiB); a file no larger than one part is sent
     /// with a single request. Up to [`with_concurrency`](Self::with_concurrency)
     /// parts are held in memory at once. By default, 8 MiB.
+    #[must_use]
     pub fn with_part_size(self, bytes: usize) -> Self {
         self.with_config(|c| c.part_size = bytes.max(MIN_PART_SIZE))
     }
@@ -310,6 +319,7 @@ impl Storage {
     /// object (between 1 byte and [`MAX_BLOCK_SIZE`]). By default, the
     /// larger of 1 MiB and a quarter of the reader's read-ahead, at most
     /// 8 MiB.
+    #[must_use]
     pub fn with_block_size(self, bytes: usize) -> Self {
         self.with_config(|c| c.block_size = Some(bytes.clamp(1, MAX_BLOCK_SIZE)))
     }

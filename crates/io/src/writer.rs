@@ -76,6 +76,7 @@ impl Digest {
     }
 
     /// The digest of these bytes followed by `bytes`.
+    #[must_use]
     pub fn append(self, bytes: &[u8]) -> Self {
         Digest::new(
             self.size + bytes.len() as u64,
@@ -85,6 +86,7 @@ impl Digest {
 
     /// The digest of these bytes followed by those of `next` (without
     /// reading either again).
+    #[must_use]
     pub fn then(self, next: Digest) -> Self {
         let len = usize::try_from(next.size).unwrap_or(usize::MAX);
         Digest::new(

@@ -101,12 +101,14 @@ impl LoaderBuilder {
     /// [`with_storage`](Self::with_storage)).
     /// A source given twice is read twice. By default, none (an error at
     /// [`build`](Self::build)).
+    #[must_use]
     pub fn with_paths<P: Into<PathBuf>>(mut self, paths: impl IntoIterator<Item = P>) -> Self {
         self.sources.extend(paths.into_iter().map(Into::into));
         self
     }
 
     /// Adds one source (see [`with_paths`](Self::with_paths)).
+    #[must_use]
     pub fn with_path(self, path: impl Into<PathBuf>) -> Self {
         self.with_paths([path])
     }
@@ -116,6 +118,7 @@ impl LoaderBuilder {
     /// built with its `remote` feature, with their options (endpoints,
     /// credentials, retries). By default, [`Storage::new`]: object-store
     /// settings from the usual environment variables.
+    #[must_use]
     pub fn with_storage(mut self, storage: Storage) -> Self {
         self.storage = storage;
         self
@@ -126,6 +129,7 @@ impl LoaderBuilder {
     /// none: name the format with [`with_format`](Self::with_format), or
     /// build the loader through the `grist` crate, whose registry knows
     /// every grist format.
+    #[must_use]
     pub fn with_registry(mut self, registry: Registry) -> Self {
         self.registry = registry;
         self
@@ -134,6 +138,7 @@ impl LoaderBuilder {
     /// The record format of every source. By default, each file's format
     /// is told by the [registry](Self::with_registry); all files must be of
     /// one format.
+    #[must_use]
     pub fn with_format(mut self, format: Arc<dyn Format>) -> Self {
         self.format = Some(format);
         self
@@ -141,6 +146,7 @@ impl LoaderBuilder {
 
     /// The features to decode. By default, none (an error at
     /// [`build`](Self::build)).
+    #[must_use]
     pub fn with_specs(mut self, specs: impl Into<Vec<FeatureSpec>>) -> Self {
         self.spec = Some(SpecFile {
             features: specs.into(),
@@ -152,6 +158,7 @@ impl LoaderBuilder {
     /// The features to decode, as a spec file (context and sequence
     /// features for `tf.SequenceExample` records; its `batch_size` and
     /// `drop_remainder`, when present, are the defaults of those options).
+    #[must_use]
     pub fn with_spec_file(mut self, spec: SpecFile) -> Self {
         self.spec = Some(spec);
         self
@@ -161,6 +168,7 @@ impl LoaderBuilder {
     /// [`build`](Self::build), through the loader's
     /// [storage](Self::with_storage): a path, or an object store URL). See
     /// [`with_spec_file`](Self::with_spec_file).
+    #[must_use]
     pub fn with_spec_path(mut self, path: impl Into<PathBuf>) -> Self {
         self.spec_path = Some(path.into());
         self
@@ -173,6 +181,7 @@ impl LoaderBuilder {
     /// spec file's `reader_schema`. Other formats refuse it at
     /// [`build`](Self::build). By default, the spec file's
     /// `reader_schema`, else none: each file is read by its writer schema.
+    #[must_use]
     pub fn with_reader_schema(mut self, schema: serde_json::Value) -> Self {
         self.reader_schema = Some(schema);
         self
@@ -180,6 +189,7 @@ impl LoaderBuilder {
 
     /// Records per batch (at least 1). By default, the spec file's
     /// `batch_size`, else 1024.
+    #[must_use]
     pub fn with_batch_size(mut self, records: usize) -> Self {
         self.batch_size = Some(records);
         self
@@ -187,6 +197,7 @@ impl LoaderBuilder {
 
     /// Whether each epoch's last batch is dropped when it is short. By
     /// default, the spec file's `drop_remainder`, else `false`.
+    #[must_use]
     pub fn with_drop_remainder(mut self, drop: bool) -> Self {
         self.drop_remainder = Some(drop);
         self
@@ -194,6 +205,7 @@ impl LoaderBuilder {
 
     /// How many passes over the data. Batches never span two epochs. By
     /// default, [`Epochs::Count`]`(1)`.
+    #[must_use]
     pub fn with_epochs(mut self, epochs: Epochs) -> Self {
         self.epochs = epochs;
         self
@@ -201,6 +213,7 @@ impl LoaderBuilder {
 
     /// Parse threads per batch. By default, [`Threads::Autotune`]; a fixed
     /// count is at most [`MAX_THREADS`].
+    #[must_use]
     pub fn with_threads(mut self, threads: Threads) -> Self {
         self.threads = threads;
         self
@@ -212,12 +225,14 @@ impl LoaderBuilder {
     /// permutation per epoch. Every choice follows from the
     /// [seed](Self::with_seed). By default, `false` (files in the order
     /// given, records in file order).
+    #[must_use]
     pub fn with_shuffle(mut self, shuffle: bool) -> Self {
         self.shuffle = shuffle;
         self
     }
 
     /// The seed of every random choice. By default, 0.
+    #[must_use]
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self
@@ -225,6 +240,7 @@ impl LoaderBuilder {
 
     /// For shuffled streams: how many records beyond the batch to keep
     /// buffered to sample from. By default, 10 000.
+    #[must_use]
     pub fn with_shuffle_buffer(mut self, records: usize) -> Self {
         self.shuffle_buffer = records;
         self
@@ -232,6 +248,7 @@ impl LoaderBuilder {
 
     /// Whether every epoch is shuffled differently (else each epoch
     /// repeats the first one's order). By default, `true`.
+    #[must_use]
     pub fn with_reshuffle_each_epoch(mut self, reshuffle: bool) -> Self {
         self.reshuffle = reshuffle;
         self
@@ -239,6 +256,7 @@ impl LoaderBuilder {
 
     /// For streams: how many files are read at once, taking one chunk
     /// from each in turn (at least 1). By default, 1.
+    #[must_use]
     pub fn with_cycle_length(mut self, files: usize) -> Self {
         self.cycle_length = files;
         self
@@ -247,6 +265,7 @@ impl LoaderBuilder {
     /// Reads the share of rank `rank` of `world` ranks (see
     /// [`ShardMode`]); with the same seed, the ranks' shares of an epoch
     /// hold every record exactly once. By default, rank 0 of 1.
+    #[must_use]
     pub fn with_shard(mut self, rank: usize, world: usize) -> Self {
         self.rank = rank;
         self.world = world;
@@ -255,6 +274,7 @@ impl LoaderBuilder {
 
     /// How the data is split between ranks. By default,
     /// [`ShardMode::Auto`].
+    #[must_use]
     pub fn with_shard_mode(mut self, mode: ShardMode) -> Self {
         self.shard_mode = mode;
         self
@@ -265,6 +285,7 @@ impl LoaderBuilder {
     /// epoch), so that no rank waits for the others at an epoch's end.
     /// Streams count their chunks once, on first use, without decoding.
     /// By default, `false`.
+    #[must_use]
     pub fn with_equal_batches(mut self, equal: bool) -> Self {
         self.equal_batches = equal;
         self
@@ -273,6 +294,7 @@ impl LoaderBuilder {
     /// How many bytes the prefetch thread may read ahead (counted as the
     /// chunks' bytes; with read calls, the buffer they were read into
     /// adds up to one read, at most 16 MiB, beyond). By default, 32 MiB.
+    #[must_use]
     pub fn with_prefetch_bytes(mut self, bytes: u64) -> Self {
         self.prefetch_bytes = bytes;
         self
@@ -282,6 +304,7 @@ impl LoaderBuilder {
     /// records; Avro chunks are the file's blocks): smaller chunks shuffle
     /// more finely and spread better over threads, larger ones cost less
     /// per record. By default, 1 MiB.
+    #[must_use]
     pub fn with_chunk_bytes(mut self, bytes: usize) -> Self {
         self.chunk_bytes = bytes;
         self
@@ -289,6 +312,7 @@ impl LoaderBuilder {
 
     /// The limits on allocations sized by the input. By default,
     /// [`Limits::default`].
+    #[must_use]
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
@@ -296,12 +320,14 @@ impl LoaderBuilder {
 
     /// Whether to verify checksums (TFRecord CRCs, FFRecord CRC-32s; Avro
     /// sync markers are always checked). By default, `true`.
+    #[must_use]
     pub fn with_check_crc(mut self, check: bool) -> Self {
         self.check_crc = check;
         self
     }
 
     /// Whether to read by record number. By default, [`RandomAccess::Auto`].
+    #[must_use]
     pub fn with_random_access(mut self, access: RandomAccess) -> Self {
         self.random_access = access;
         self
@@ -319,6 +345,7 @@ impl LoaderBuilder {
     /// always read. The maps of the last 256 stream files stay mapped
     /// while the loader lives, so that the next epoch does not map, fault
     /// in and unmap them again.
+    #[must_use]
     pub fn with_access(mut self, access: Access) -> Self {
         self.access = access;
         self

@@ -129,6 +129,7 @@ impl Shard {
     }
 
     /// How the dataset is split. By default, [`ShardMode::Auto`].
+    #[must_use]
     pub fn with_mode(mut self, mode: ShardMode) -> Self {
         self.mode = mode;
         self
@@ -345,6 +346,7 @@ impl Dataset {
 
     /// The framing options its readers use. By default,
     /// [`ReaderOptions::default`].
+    #[must_use]
     pub fn with_options(mut self, options: ReaderOptions) -> Self {
         self.options = options;
         self

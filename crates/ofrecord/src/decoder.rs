@@ -142,6 +142,7 @@ impl OfRecordDecoder {
 
     /// The limits on allocations sized by input. By default,
     /// [`Limits::default`].
+    #[must_use]
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self

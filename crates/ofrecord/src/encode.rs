@@ -80,12 +80,14 @@ impl RecordBuilder {
     }
 
     /// Sets feature `name` to `value`.
+    #[must_use]
     pub fn with_feature(mut self, name: impl Into<String>, value: &FeatureValue) -> Self {
         self.features.insert(name.into(), feature_proto(value));
         self
     }
 
     /// Sets feature `name` to a `bytes_list`.
+    #[must_use]
     pub fn with_bytes<B: AsRef<[u8]>>(
         self,
         name: impl Into<String>,
@@ -96,6 +98,7 @@ impl RecordBuilder {
     }
 
     /// Sets feature `name` to a `float_list`.
+    #[must_use]
     pub fn with_floats(
         self,
         name: impl Into<String>,
@@ -105,6 +108,7 @@ impl RecordBuilder {
     }
 
     /// Sets feature `name` to a `double_list`.
+    #[must_use]
     pub fn with_doubles(
         self,
         name: impl Into<String>,
@@ -114,6 +118,7 @@ impl RecordBuilder {
     }
 
     /// Sets feature `name` to an `int32_list`.
+    #[must_use]
     pub fn with_int32s(
         self,
         name: impl Into<String>,
@@ -123,6 +128,7 @@ impl RecordBuilder {
     }
 
     /// Sets feature `name` to an `int64_list`.
+    #[must_use]
     pub fn with_int64s(
         self,
         name: impl Into<String>,

@@ -207,6 +207,7 @@ impl Error {
     /// The same error with the record's number in its dataset set in its
     /// location (for records that are samples of a larger dataset, such
     /// as FFRecord's OFRecord payloads).
+    #[must_use]
     pub fn with_index(mut self, index: u64) -> Self {
         match &mut self {
             Error::TruncatedLength { at, .. }

@@ -72,6 +72,7 @@ impl OfRecordFormat {
     /// The format whose folders hold parts named by `naming` (OneFlow's
     /// `part_name_prefix` and `part_name_suffix_length`). By default,
     /// `part-` and any number of digits.
+    #[must_use]
     pub fn with_naming(mut self, naming: PartNaming) -> Self {
         self.naming = naming;
         self

@@ -45,6 +45,7 @@ impl Default for ReaderOptions {
 impl ReaderOptions {
     /// The limits on record sizes and allocations. By default,
     /// [`Limits::default`].
+    #[must_use]
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
@@ -54,6 +55,7 @@ impl ReaderOptions {
     /// serializes to nothing) is a valid record. OneFlow's reader aborts on
     /// it; `false` mimics that with [`Error::InvalidLength`]. By default,
     /// `true`.
+    #[must_use]
     pub fn with_zero_length(mut self, accept: bool) -> Self {
         self.zero_length = accept;
         self
@@ -62,6 +64,7 @@ impl ReaderOptions {
     /// How many bytes a reader asks of its input at a time. Values below
     /// 16 are raised to 16, values above [`grist_tensor::MAX_IO_BUFFER`]
     /// lowered to it. By default, 256 KiB.
+    #[must_use]
     pub fn with_buffer_size(mut self, bytes: usize) -> Self {
         self.buffer_size = bytes.clamp(16, grist_tensor::MAX_IO_BUFFER);
         self
@@ -155,6 +158,7 @@ impl FrameDecoder {
 
     /// Starts counting at record `record`, byte `offset` of the file. By
     /// default, record 0 at byte 0.
+    #[must_use]
     pub fn with_position(mut self, record: u64, offset: u64) -> Self {
         if let Some(r) = &mut self.remaining {
             *r = r.saturating_sub(offset.saturating_sub(self.offset));
@@ -168,6 +172,7 @@ impl FrameDecoder {
     /// position to its end, so that a length running past the end is
     /// reported as truncation at once (before any limit check and without
     /// waiting for the bytes). By default, unknown.
+    #[must_use]
     pub fn with_remaining(mut self, bytes: u64) -> Self {
         self.remaining = Some(bytes);
         self

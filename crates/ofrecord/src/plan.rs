@@ -111,12 +111,14 @@ impl RawSpec {
     }
 
     /// Whether to cut and zero-fill. By default, `false`.
+    #[must_use]
     pub fn with_truncate(mut self, truncate: bool) -> Self {
         self.truncate = truncate;
         self
     }
 
     /// Whether the first dimension varies. By default, `false`.
+    #[must_use]
     pub fn with_dim1_varying_length(mut self, varying: bool) -> Self {
         self.dim1_varying_length = varying;
         self

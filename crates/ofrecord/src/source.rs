@@ -114,6 +114,7 @@ impl OfRecordSource {
     /// The target size of a chunk in bytes. A chunk holds the records that
     /// fit (at least one: a larger record makes a chunk of its own). Values
     /// below 16 are raised to 16. By default, 4 MiB.
+    #[must_use]
     pub fn with_chunk_bytes(mut self, bytes: usize) -> Self {
         self.chunk_bytes = bytes.max(16);
         self

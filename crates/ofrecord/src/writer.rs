@@ -199,12 +199,14 @@ impl DatasetWriter {
     /// How parts are named. By default, `part-` and 5 digits
     /// (`part-00000`, Spark's convention; open the result with
     /// `part_name_suffix_length=5`).
+    #[must_use]
     pub fn with_naming(mut self, naming: PartNaming) -> Self {
         self.naming = naming;
         self
     }
 
     /// The most records in one part. By default, no limit.
+    #[must_use]
     pub fn with_records_per_part(mut self, records: u64) -> Self {
         self.records_per_part = records.max(1);
         self
@@ -212,6 +214,7 @@ impl DatasetWriter {
 
     /// The most bytes in one part (length prefixes included); a record
     /// larger than this gets a part of its own. By default, no limit.
+    #[must_use]
     pub fn with_bytes_per_part(mut self, bytes: u64) -> Self {
         self.bytes_per_part = bytes.max(1);
         self
@@ -219,6 +222,7 @@ impl DatasetWriter {
 
     /// The write buffer of each part, at most
     /// [`grist_tensor::MAX_IO_BUFFER`]. By default, 1 MiB.
+    #[must_use]
     pub fn with_buffer_size(mut self, bytes: usize) -> Self {
         self.buffer_size = bytes.clamp(1, grist_tensor::MAX_IO_BUFFER);
         self

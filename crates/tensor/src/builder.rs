@@ -534,6 +534,7 @@ impl PaddedBuilder {
     /// row is padded to the longest, so one long record in a batch of many
     /// short ones asks for rows × its length. By default,
     /// [`Limits::default`].
+    #[must_use]
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self

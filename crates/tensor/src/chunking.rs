@@ -121,6 +121,7 @@ impl Window {
     /// This window, its chunks sharing the buffers they were read into,
     /// of `len` bytes, from `options.buffers` (not for a mapped window,
     /// whose chunks are slices of the map).
+    #[must_use]
     pub fn sharing(mut self, options: &ReadOptions, len: usize) -> Self {
         if self.mapped.is_none() {
             self.pool = Some((options.buffers.clone(), len));

@@ -89,6 +89,7 @@ impl Input {
 
     /// This input, its remote streams reading up to `bytes` ahead (local
     /// files read what is asked). By default, 16 MiB.
+    #[must_use]
     pub fn with_read_ahead(mut self, bytes: usize) -> Self {
         self.read_ahead = bytes.max(1);
         self
@@ -127,6 +128,7 @@ impl Input {
 
     /// The file beside this one whose name is this one's plus `suffix`
     /// (a TFRecord file's `.idx` index).
+    #[must_use]
     pub fn with_suffix(&self, suffix: &str) -> Input {
         let name = format!("{}{suffix}", self.file_name());
         Input {
@@ -308,30 +310,35 @@ impl ReadOptions {
     }
 
     /// The target chunk size. By default, 1 MiB.
+    #[must_use]
     pub fn with_chunk_bytes(mut self, bytes: usize) -> Self {
         self.chunk_bytes = bytes;
         self
     }
 
     /// The limits. By default, [`Limits::default`].
+    #[must_use]
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
     }
 
     /// Whether checksums are verified. By default, `true`.
+    #[must_use]
     pub fn with_check_crc(mut self, check: bool) -> Self {
         self.check_crc = check;
         self
     }
 
     /// Read calls or memory maps. By default, [`Access::read`].
+    #[must_use]
     pub fn with_access(mut self, access: Access) -> Self {
         self.access = access;
         self
     }
 
     /// Whether chunks are consumed out of order. By default, `false`.
+    #[must_use]
     pub fn with_shuffled(mut self, shuffled: bool) -> Self {
         self.shuffled = shuffled;
         self
@@ -339,6 +346,7 @@ impl ReadOptions {
 
     /// Whether checksums are left to the decoding threads. By default,
     /// `false`.
+    #[must_use]
     pub fn with_defer_checks(self, defer: bool) -> Self {
         self.defer_checks.store(defer, Ordering::Relaxed);
         self
@@ -551,12 +559,14 @@ pub struct RecordOptions {
 
 impl RecordOptions {
     /// How files are read. By default, [`ReadOptions::default`].
+    #[must_use]
     pub fn with_read(mut self, read: ReadOptions) -> Self {
         self.read = read;
         self
     }
 
     /// Decode tf.SequenceExamples. By default, `false`.
+    #[must_use]
     pub fn with_sequence(mut self, sequence: bool) -> Self {
         self.sequence = sequence;
         self
@@ -565,6 +575,7 @@ impl RecordOptions {
     /// Avro: the reader schema records are decoded through (the Avro
     /// specification's schema resolution). By default, none: each file's
     /// writer schema.
+    #[must_use]
     pub fn with_reader_schema(mut self, schema: serde_json::Value) -> Self {
         self.reader_schema = Some(schema);
         self
@@ -661,12 +672,14 @@ impl Default for InspectOptions {
 
 impl InspectOptions {
     /// Look at `records` records. By default, 1000.
+    #[must_use]
     pub fn with_records(mut self, records: u64) -> Self {
         self.records = records;
         self
     }
 
     /// Decode tf.SequenceExamples. By default, `false`.
+    #[must_use]
     pub fn with_sequence(mut self, sequence: bool) -> Self {
         self.sequence = sequence;
         self

@@ -44,6 +44,7 @@ impl InferOptions {
     }
 
     /// Sample the first `records` records. By default, 1000.
+    #[must_use]
     pub fn with_records(mut self, records: u64) -> Self {
         self.records = records;
         self
@@ -53,12 +54,14 @@ impl InferOptions {
     /// `tf.Example`s (`false`). By default, told by the records: they are
     /// sequence examples when a sampled record has `feature_lists` (a
     /// field a `tf.Example` does not have).
+    #[must_use]
     pub fn with_sequence(mut self, sequence: bool) -> Self {
         self.sequence = Some(sequence);
         self
     }
 
     /// How files are read. By default, [`ReadOptions::default`].
+    #[must_use]
     pub fn with_read(mut self, read: ReadOptions) -> Self {
         self.read = read;
         self

@@ -35,12 +35,14 @@ impl Limits {
     }
 
     /// The largest record (payload) accepted. By default, 1 GiB.
+    #[must_use]
     pub fn with_max_record_bytes(mut self, bytes: u64) -> Self {
         self.max_record_bytes = bytes;
         self
     }
 
     /// The largest single allocation sized by input data. By default, 4 GiB.
+    #[must_use]
     pub fn with_max_alloc_bytes(mut self, bytes: u64) -> Self {
         self.max_alloc_bytes = bytes;
         self

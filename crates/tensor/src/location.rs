@@ -61,30 +61,35 @@ impl Location {
     }
 
     /// The same location at block `block`.
+    #[must_use]
     pub fn with_block(mut self, block: u64) -> Self {
         self.block = Some(block);
         self
     }
 
     /// The same location at record `record`.
+    #[must_use]
     pub fn with_record(mut self, record: u64) -> Self {
         self.record = Some(record);
         self
     }
 
     /// The same location with the record's number in its dataset.
+    #[must_use]
     pub fn with_index(mut self, index: u64) -> Self {
         self.index = Some(index);
         self
     }
 
     /// The same location at byte `offset`.
+    #[must_use]
     pub fn with_offset(mut self, offset: u64) -> Self {
         self.offset = Some(offset);
         self
     }
 
     /// The same location, in feature `feature`.
+    #[must_use]
     pub fn with_feature(mut self, feature: impl Into<Arc<str>>) -> Self {
         self.feature = Some(feature.into());
         self

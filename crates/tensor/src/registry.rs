@@ -124,6 +124,7 @@ impl Registry {
 
     /// This registry with `format` added. Formats added first are tried
     /// first when a file's content fits several.
+    #[must_use]
     pub fn with_format(mut self, format: Arc<dyn Format>) -> Self {
         self.formats.push(format);
         self

@@ -70,6 +70,7 @@ impl WriteOptions {
 
     /// The TFRecord compression (`""`, `"GZIP"`, `"ZLIB"`, `"ZSTD"`). By
     /// default, none.
+    #[must_use]
     pub fn with_compression(mut self, name: impl Into<String>) -> Self {
         self.compression = Some(name.into());
         self
@@ -77,12 +78,14 @@ impl WriteOptions {
 
     /// The Avro codec (`"null"`, `"deflate"`, `"snappy"`, `"zstandard"`,
     /// `"bzip2"`, `"xz"`). By default, `null`.
+    #[must_use]
     pub fn with_codec(mut self, name: impl Into<String>) -> Self {
         self.codec = Some(name.into());
         self
     }
 
     /// The Avro writer schema. By default, the one derived from the specs.
+    #[must_use]
     pub fn with_schema(mut self, schema_json: impl Into<String>) -> Self {
         self.schema = Some(schema_json.into());
         self
@@ -90,6 +93,7 @@ impl WriteOptions {
 
     /// The FFRecord payload (`"example"`, `"ofrecord"`). By default, the
     /// format's configured payload (tf.Example unless configured).
+    #[must_use]
     pub fn with_payload(mut self, name: impl Into<String>) -> Self {
         self.payload = Some(name.into());
         self
@@ -97,6 +101,7 @@ impl WriteOptions {
 
     /// Whether lossy conversions are allowed. By default,
     /// [`Lossy::Refuse`].
+    #[must_use]
     pub fn with_lossy(mut self, lossy: Lossy) -> Self {
         self.lossy = lossy;
         self
@@ -225,6 +230,7 @@ impl Written {
     }
 
     /// The file's size and CRC-32C. By default, `None` (not known).
+    #[must_use]
     pub fn with_digest(mut self, digest: Option<grist_io::Digest>) -> Self {
         self.digest = digest;
         self

@@ -367,6 +367,7 @@ impl FeatureSpec {
     /// fixed-length-sequence specs; other kinds are returned unchanged).
     ///
     /// By default, dense specs have no default (the feature is required).
+    #[must_use]
     pub fn with_default(mut self, default: serde_json::Value) -> Self {
         match &mut self {
             FeatureSpec::Dense(d) => d.default = Some(default),

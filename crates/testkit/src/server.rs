@@ -32,12 +32,14 @@ pub struct S3ServerBuilder {
 impl S3ServerBuilder {
     /// The port to listen on, on 127.0.0.1. By default, a free port the
     /// system picks.
+    #[must_use]
     pub fn with_port(mut self, port: u16) -> Self {
         self.port = port;
         self
     }
 
     /// A delay before every request is served. By default, none.
+    #[must_use]
     pub fn with_latency(mut self, latency: Duration) -> Self {
         self.latency = latency;
         self

@@ -186,6 +186,7 @@ impl ExampleDecoder {
 
     /// The limits on allocations sized by input. By default,
     /// [`Limits::default`].
+    #[must_use]
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self

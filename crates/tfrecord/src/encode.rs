@@ -67,6 +67,7 @@ impl ExampleBuilder {
     }
 
     /// Sets feature `key` to an `int64_list`.
+    #[must_use]
     pub fn with_int64s(
         mut self,
         key: impl Into<String>,
@@ -77,6 +78,7 @@ impl ExampleBuilder {
     }
 
     /// Sets feature `key` to a `float_list`.
+    #[must_use]
     pub fn with_floats(
         mut self,
         key: impl Into<String>,
@@ -87,6 +89,7 @@ impl ExampleBuilder {
     }
 
     /// Sets feature `key` to a `bytes_list`.
+    #[must_use]
     pub fn with_bytes<B: AsRef<[u8]>>(
         mut self,
         key: impl Into<String>,

@@ -129,6 +129,7 @@ impl Default for ReaderOptions {
 impl ReaderOptions {
     /// The compression of the files opened by path; `None` derives it from
     /// the extension ([`Compression::from_path`]). By default, `None`.
+    #[must_use]
     pub fn with_compression(mut self, compression: Option<Compression>) -> Self {
         self.compression = compression;
         self
@@ -138,6 +139,7 @@ impl ReaderOptions {
     /// it off skips both checks for speed (damage then shows up, if at all,
     /// as a truncated record or an over-long length). By default, `true`
     /// (TensorFlow always checks).
+    #[must_use]
     pub fn with_check_crc(mut self, check_crc: bool) -> Self {
         self.check_crc = check_crc;
         self
@@ -145,6 +147,7 @@ impl ReaderOptions {
 
     /// The limits checked before any allocation sized by a record length.
     /// By default, [`Limits::default`] (records up to 1 GiB).
+    #[must_use]
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
@@ -155,6 +158,7 @@ impl ReaderOptions {
     /// as their bytes arrive. Values below 64 are raised to 64, values
     /// above [`grist_tensor::MAX_IO_BUFFER`] lowered to it. By default,
     /// 1 MiB.
+    #[must_use]
     pub fn with_buffer_size(mut self, bytes: usize) -> Self {
         self.buffer_size = bytes.clamp(64, grist_tensor::MAX_IO_BUFFER);
         self
@@ -251,6 +255,7 @@ impl FrameDecoder {
     }
 
     /// Whether to check both CRCs. By default, `true`.
+    #[must_use]
     pub fn with_check_crc(mut self, check_crc: bool) -> Self {
         self.check_crc = check_crc;
         self
@@ -261,6 +266,7 @@ impl FrameDecoder {
     /// on the threads that parse them, with [`data_crc_matches`]: the
     /// length CRC is still checked here, since framing depends on it. By
     /// default, `true`.
+    #[must_use]
     pub fn with_data_check(mut self, check: bool) -> Self {
         self.check_data = check;
         self
@@ -273,6 +279,7 @@ impl FrameDecoder {
     }
 
     /// The limits on a record's length. By default, [`Limits::default`].
+    #[must_use]
     pub fn with_limits(mut self, limits: Limits) -> Self {
         let record = limits.max_record_bytes();
         let alloc = limits
@@ -287,6 +294,7 @@ impl FrameDecoder {
     /// Starts at record number `record`, byte `offset` of the stream
     /// (a record boundary), e.g. for a frame found through an index. By
     /// default, record 0 at offset 0.
+    #[must_use]
     pub fn with_position(mut self, record: u64, offset: u64) -> Self {
         self.record = record;
         self.offset = offset;

@@ -298,6 +298,7 @@ impl TfRecordSource {
     /// The reader options (compression, CRC checks, limits). By default,
     /// [`ReaderOptions::default`]: compression from each file's extension,
     /// CRCs checked.
+    #[must_use]
     pub fn with_options(mut self, options: ReaderOptions) -> Self {
         self.options = options;
         self
@@ -306,6 +307,7 @@ impl TfRecordSource {
     /// The target size of a chunk, in decompressed bytes. A chunk holds the
     /// frames that fit (at least one: a larger frame makes a chunk of its
     /// own). Values below 16 are raised to 16. By default, 4 MiB.
+    #[must_use]
     pub fn with_chunk_bytes(mut self, bytes: usize) -> Self {
         self.chunk_bytes = bytes.max(16);
         self

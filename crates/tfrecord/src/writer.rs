@@ -42,6 +42,7 @@ impl Default for WriterOptions {
 impl WriterOptions {
     /// The compression to write; `None` derives it from the file's
     /// extension ([`Compression::from_path`]). By default, `None`.
+    #[must_use]
     pub fn with_compression(mut self, compression: Option<Compression>) -> Self {
         self.compression = compression;
         self
@@ -49,6 +50,7 @@ impl WriterOptions {
 
     /// Whether to also write a DALI-compatible index file `<path>.idx`
     /// (uncompressed files only). By default, `false`.
+    #[must_use]
     pub fn with_index(mut self, index: bool) -> Self {
         self.index = index;
         self
@@ -56,6 +58,7 @@ impl WriterOptions {
 
     /// The size of the write buffer in front of the file, at most
     /// [`grist_tensor::MAX_IO_BUFFER`]. By default, 1 MiB.
+    #[must_use]
     pub fn with_buffer_size(mut self, bytes: usize) -> Self {
         self.buffer_size = bytes.clamp(1, grist_tensor::MAX_IO_BUFFER);
         self
