@@ -24,6 +24,7 @@ use crate::decoder::{leaf_size, read_leaf, read_leaves};
 use crate::error::{Error, Result};
 use crate::keyexpr::{self, KeyExpr, Operand, Step};
 use crate::plan::Leaf;
+use crate::resolve::{ReaderSchema, resolve};
 use crate::schema::{Node, Schema};
 
 /// Whether `specs` need the general plan: a name that is a key
@@ -146,6 +147,18 @@ enum Prog {
     Map {
         value: usize,
         children: Vec<Child>,
+    },
+    /// A reader field the writer lacks: `prog` run over the default's
+    /// encoding (nothing is read from the record).
+    Default {
+        datum: Vec<u8>,
+        prog: Box<Prog>,
+    },
+    /// A writer value the reader schema cannot take (a union branch no
+    /// reader branch matches): an error naming `feat` when met.
+    Unreadable {
+        reason: &'static str,
+        feat: usize,
     },
 }
 
@@ -437,9 +450,28 @@ fn leaf_of(schema: &Schema, node: usize) -> Option<Leaf> {
         Node::Boolean => Leaf::Boolean,
         Node::Bytes | Node::String => Leaf::Bytes,
         Node::Fixed(n) => Leaf::Fixed(*n),
-        Node::Enum { .. } => Leaf::Enum(node),
+        Node::Enum { .. } | Node::EnumMap { .. } => Leaf::Enum(node),
+        // Read as the wire type; `typed_as` gives the type it stands for.
+        &Node::Promote { wire, .. } => return leaf_of(schema, wire),
         _ => return None,
     })
+}
+
+/// The type a leaf is read as: the reader's type where a reader schema
+/// promotes the writer's.
+fn typed_as(schema: &Schema, node: usize) -> Option<Leaf> {
+    match schema.node(node) {
+        &Node::Promote { reader, .. } => leaf_of(schema, reader),
+        _ => leaf_of(schema, node),
+    }
+}
+
+/// The field of a (resolved) record named `name`: writer fields the
+/// reader schema drops (`Skip`) have no name a path can use.
+fn field_of(schema: &Schema, fields: &[(String, usize)], name: &str) -> Option<usize> {
+    fields
+        .iter()
+        .position(|(n, f)| n == name && !matches!(schema.node(*f), Node::Skip(_)))
 }
 
 /// The last dotted component of a type name.
@@ -518,9 +550,12 @@ impl Compiler<'_> {
             return false;
         }
         for (i, name) in path.iter().enumerate() {
+            if let &Node::Default { node: n, .. } = self.schema.node(node) {
+                node = n;
+            }
             match self.schema.node(node) {
-                Node::Record { fields, .. } => match fields.iter().find(|(f, _)| f == name) {
-                    Some(&(_, f)) => node = f,
+                Node::Record { fields, .. } => match field_of(self.schema, fields, name) {
+                    Some(k) => node = fields[k].1,
                     None => return false,
                 },
                 Node::Union(b) => {
@@ -528,6 +563,9 @@ impl Compiler<'_> {
                 }
                 _ => return false,
             }
+        }
+        if let &Node::Default { node: n, .. } = self.schema.node(node) {
+            node = n;
         }
         match self.schema.node(node) {
             Node::Union(b) => b.iter().any(|&b| leaf_of(self.schema, b).is_some()),
@@ -547,6 +585,20 @@ impl Compiler<'_> {
         }
         let schema = self.schema;
         match schema.node(node) {
+            // Under a reader schema (`resolve.rs`): a reader-only field
+            // reads its default; a writer value the reader cannot take is
+            // an error when met.
+            Node::Default { node: inner, datum } => match self.compile(*inner, items, depth + 1) {
+                Prog::Skip(_) => Prog::Skip(node),
+                prog => Prog::Default {
+                    datum: datum.clone(),
+                    prog: Box::new(prog),
+                },
+            },
+            Node::Unreadable { reason, .. } => Prog::Unreadable {
+                reason,
+                feat: items[0].target.feat,
+            },
             Node::Union(branches) => {
                 let mut progs = Vec::with_capacity(branches.len());
                 let mut nulls: Vec<usize> = Vec::new();
@@ -554,6 +606,13 @@ impl Compiler<'_> {
                     if matches!(schema.node(b), Node::Null) {
                         nulls.extend(items.iter().map(|i| i.target.feat));
                         progs.push(Prog::Skip(b));
+                        continue;
+                    }
+                    if let Node::Unreadable { reason, .. } = schema.node(b) {
+                        progs.push(Prog::Unreadable {
+                            reason,
+                            feat: items[0].target.feat,
+                        });
                         continue;
                     }
                     // A step naming this branch's type selects it alone.
@@ -573,7 +632,10 @@ impl Compiler<'_> {
                 }
                 nulls.sort_unstable();
                 nulls.dedup();
-                if progs.iter().all(|p| matches!(p, Prog::Skip(_))) {
+                if progs
+                    .iter()
+                    .all(|p| matches!(p, Prog::Skip(_) | Prog::Unreadable { .. }))
+                {
                     return Prog::Skip(node);
                 }
                 Prog::Union {
@@ -585,13 +647,20 @@ impl Compiler<'_> {
                 let mut groups: Vec<Vec<Item>> = vec![Vec::new(); fields.len()];
                 for mut it in items {
                     match it.steps.first() {
-                        Some(Step::Field(f)) => match fields.iter().position(|(n, _)| n == f) {
+                        Some(Step::Field(f)) => match field_of(schema, fields, f) {
                             Some(k) => {
                                 it.steps.remove(0);
                                 groups[k].push(it);
                             }
                             None => {
-                                let reason = format!("record {name} has no field {f:?}");
+                                let dropped = fields.iter().any(|(n, _)| n == f);
+                                let reason = match dropped {
+                                    true => format!(
+                                        "record {name} has no field {f:?} in the reader schema \
+                                         (only the writer's has it)"
+                                    ),
+                                    false => format!("record {name} has no field {f:?}"),
+                                };
                                 self.fail(&it, reason);
                             }
                         },
@@ -750,6 +819,7 @@ impl Compiler<'_> {
             }
             _ => {
                 let leaf = leaf_of(schema, node);
+                let read_as = typed_as(schema, node);
                 let mut targets = Vec::new();
                 for it in items {
                     if let Some(s) = it.steps.first() {
@@ -764,13 +834,15 @@ impl Compiler<'_> {
                         self.fail(&it, reason);
                         continue;
                     }
-                    let Some(leaf) = leaf else {
+                    let (Some(leaf), Some(read_as)) = (leaf, read_as) else {
                         self.fail(&it, "the path ends at null".into());
                         continue;
                     };
+                    // A reader schema's promotion is the reader's type; the
+                    // path itself promotes nothing.
                     let fits = match it.target.slot {
-                        Slot::Values => exact(leaf, it.dtype),
-                        Slot::Index(_) => matches!(leaf, Leaf::Int | Leaf::Long),
+                        Slot::Values => exact(read_as, it.dtype),
+                        Slot::Index(_) => matches!(read_as, Leaf::Int | Leaf::Long),
                     };
                     if !fits {
                         let want = match it.target.slot {
@@ -1023,7 +1095,8 @@ impl GeneralPlan {
 /// deepest level + 1 of its dims).
 fn max_level(p: &Prog, feat: usize) -> usize {
     match p {
-        Prog::Skip(_) | Prog::Leaf { .. } => 0,
+        Prog::Skip(_) | Prog::Leaf { .. } | Prog::Unreadable { .. } => 0,
+        Prog::Default { prog, .. } => max_level(prog, feat),
         Prog::Record(v) => v.iter().map(|p| max_level(p, feat)).max().unwrap_or(0),
         Prog::Union { branches, .. } => branches
             .iter()
@@ -1052,6 +1125,8 @@ fn max_level(p: &Prog, feat: usize) -> usize {
 enum Fail {
     Datum(DatumError),
     Feature(usize, FeatureProblem),
+    /// A bad datum met while reading this feature.
+    DatumIn(usize, DatumError),
 }
 
 impl From<DatumError> for Fail {
@@ -1065,12 +1140,12 @@ type Hot<T> = std::result::Result<T, Fail>;
 /// A value compared by a filter: numbers as numbers, the rest as bytes
 /// (a range of the block, or an enum symbol).
 #[derive(Clone, Copy, Debug)]
-enum Val {
+enum Val<'a> {
     Int(i64),
     Float(f64),
     Bool(bool),
-    Bytes(usize, usize),
-    Symbol(usize, usize),
+    Bytes(&'a [u8]),
+    Symbol(&'a str),
 }
 
 /// Per-decoder scratch of the general path (cloned empty per thread).
@@ -1087,7 +1162,6 @@ pub(crate) struct Scratch {
     sparse_vals: Vec<Option<Values>>,
     /// Selected counts of the arrays being walked (a stack).
     sel: Vec<usize>,
-    roots: Vec<Option<Val>>,
     order: Vec<usize>,
 }
 
@@ -1116,21 +1190,23 @@ impl Scratch {
                 .map(|(s, o)| matches!(o, Out::Sparse { .. }).then(|| Values::new(s.dtype())))
                 .collect();
         }
-        self.roots.resize(plan.roots.len(), None);
     }
 }
 
-struct Run<'a, 'b> {
+/// One record's walk. The datum and the plan share `'a`: a default's
+/// encoding (in the plan) is read as the record's bytes are.
+struct Run<'s, 'a> {
     schema: &'a Schema,
     plan: &'a GeneralPlan,
-    cols: &'a mut [BuilderColumn],
-    st: &'a mut Scratch,
+    cols: &'s mut [BuilderColumn],
+    st: &'s mut Scratch,
     row: i64,
-    buf: &'b [u8],
+    /// The values of `plan.roots` for this record.
+    roots: Vec<Option<Val<'a>>>,
 }
 
-impl<'b> Run<'_, 'b> {
-    fn value(&mut self, r: &mut Reader<'b>, prog: &Prog, depth: usize) -> Hot<()> {
+impl<'a> Run<'_, 'a> {
+    fn value(&mut self, r: &mut Reader<'a>, prog: &'a Prog, depth: usize) -> Hot<()> {
         if depth > MAX_DEPTH {
             return Err(r.err("values nest too deeply").into());
         }
@@ -1178,12 +1254,18 @@ impl<'b> Run<'_, 'b> {
                 children,
             } => self.array(r, *item, *min, children, depth)?,
             Prog::Map { value, children } => self.map(r, *value, children, depth)?,
+            Prog::Default { datum, prog } => {
+                self.value(&mut Reader::new(datum), prog, depth + 1)?;
+            }
+            Prog::Unreadable { reason, feat } => {
+                return Err(Fail::DatumIn(*feat, r.err(reason)));
+            }
         }
         Ok(())
     }
 
     #[inline]
-    fn emit(&mut self, r: &mut Reader<'b>, leaf: Leaf, t: Target) -> Hot<()> {
+    fn emit(&mut self, r: &mut Reader<'a>, leaf: Leaf, t: Target) -> Hot<()> {
         let f = t.feat;
         match t.slot {
             Slot::Index(k) => {
@@ -1214,7 +1296,7 @@ impl<'b> Run<'_, 'b> {
         Ok(())
     }
 
-    fn hit(&mut self, start: &Reader<'b>, item: usize, sel: &Sel, n: u64) -> Hot<bool> {
+    fn hit(&mut self, start: &Reader<'a>, item: usize, sel: &Sel, n: u64) -> Hot<bool> {
         Ok(match sel {
             Sel::Star => true,
             Sel::Index(i) => *i == n,
@@ -1223,13 +1305,13 @@ impl<'b> Run<'_, 'b> {
                 let a = eval(*start, self.schema, item, lhs)?;
                 let b = match rhs {
                     Rhs::Literal(lit) => {
-                        return Ok(a.is_some_and(|a| eq_literal(a, lit, self.buf, self.schema)));
+                        return Ok(a.is_some_and(|a| eq_literal(a, lit)));
                     }
                     Rhs::Path(p) => eval(*start, self.schema, item, p)?,
-                    Rhs::Root(k) => self.st.roots[*k],
+                    Rhs::Root(k) => self.roots[*k],
                 };
                 match (a, b) {
-                    (Some(a), Some(b)) => eq_vals(a, b, self.buf, self.schema),
+                    (Some(a), Some(b)) => eq_vals(a, b),
                     _ => false,
                 }
             }
@@ -1279,10 +1361,10 @@ impl<'b> Run<'_, 'b> {
 
     fn array(
         &mut self,
-        r: &mut Reader<'b>,
+        r: &mut Reader<'a>,
         item: usize,
         min: usize,
-        children: &[Child],
+        children: &'a [Child],
         depth: usize,
     ) -> Hot<()> {
         if let [c] = children {
@@ -1338,7 +1420,7 @@ impl<'b> Run<'_, 'b> {
 
     /// `arr[*]` over an array of leaves, for one feature: values read in
     /// bulk where the encoding allows (floats and doubles are copied).
-    fn leaves(&mut self, r: &mut Reader<'b>, leaf: Leaf, f: usize, c: &Child) -> Hot<()> {
+    fn leaves(&mut self, r: &mut Reader<'a>, leaf: Leaf, f: usize, c: &Child) -> Hot<()> {
         let level = c.dims.first().map(|d| d.1);
         let mut n = 0usize;
         loop {
@@ -1399,9 +1481,9 @@ impl<'b> Run<'_, 'b> {
 
     fn map(
         &mut self,
-        r: &mut Reader<'b>,
+        r: &mut Reader<'a>,
         value: usize,
-        children: &[Child],
+        children: &'a [Child],
         depth: usize,
     ) -> Hot<()> {
         let base = self.st.sel.len();
@@ -1596,7 +1678,12 @@ fn sparse_row(
 
 /// Reads the value at `path` (field names, through unions) of the value
 /// of `node` at `r`; `None` when a null or another branch cuts it.
-fn eval(mut r: Reader<'_>, schema: &Schema, mut node: usize, path: &[String]) -> Hot<Option<Val>> {
+fn eval<'a>(
+    mut r: Reader<'a>,
+    schema: &'a Schema,
+    mut node: usize,
+    path: &[String],
+) -> Hot<Option<Val<'a>>> {
     let mut i = 0;
     for _ in 0..=MAX_DEPTH {
         match schema.node(node) {
@@ -1612,7 +1699,7 @@ fn eval(mut r: Reader<'_>, schema: &Schema, mut node: usize, path: &[String]) ->
                     })?;
             }
             Node::Record { fields, .. } if i < path.len() => {
-                let Some(k) = fields.iter().position(|(n, _)| *n == path[i]) else {
+                let Some(k) = field_of(schema, fields, &path[i]) else {
                     return Ok(None);
                 };
                 for &(_, f) in &fields[..k] {
@@ -1621,66 +1708,89 @@ fn eval(mut r: Reader<'_>, schema: &Schema, mut node: usize, path: &[String]) ->
                 node = fields[k].1;
                 i += 1;
             }
+            // A reader-only field: its default.
+            Node::Default { node: n, datum } => {
+                r = Reader::new(datum);
+                node = *n;
+            }
+            Node::Unreadable { reason, .. } => return Err(r.err(reason).into()),
             _ if i < path.len() => return Ok(None),
+            &Node::Promote { wire, reader } => {
+                let v = eval(r, schema, wire, &[])?;
+                return Ok(match (v, schema.node(reader)) {
+                    (Some(Val::Int(x)), Node::Float | Node::Double) => Some(Val::Float(x as f64)),
+                    (v, _) => v,
+                });
+            }
             Node::Int | Node::Long => return Ok(Some(Val::Int(r.long()?))),
             Node::Float => return Ok(Some(Val::Float(r.float()? as f64))),
             Node::Double => return Ok(Some(Val::Float(r.double()?))),
             Node::Boolean => return Ok(Some(Val::Bool(r.boolean()?))),
-            Node::Bytes | Node::String => {
-                let b = r.bytes()?;
-                let end = r.pos;
-                return Ok(Some(Val::Bytes(end - b.len(), end)));
-            }
-            Node::Fixed(n) => {
-                r.take(*n)?;
-                return Ok(Some(Val::Bytes(r.pos - n, r.pos)));
-            }
+            Node::Bytes | Node::String => return Ok(Some(Val::Bytes(r.bytes()?))),
+            Node::Fixed(n) => return Ok(Some(Val::Bytes(r.take(*n)?))),
             Node::Enum { symbols } => {
                 let at = r.pos;
-                let i = r.long()?;
-                let i = usize::try_from(i)
+                let s = usize::try_from(r.long()?)
                     .ok()
-                    .filter(|&i| i < symbols.len())
+                    .and_then(|i| symbols.get(i))
                     .ok_or(DatumError {
                         reason: "enum index out of range",
                         offset: at,
                     })?;
-                return Ok(Some(Val::Symbol(node, i)));
+                return Ok(Some(Val::Symbol(s)));
             }
-            _ => return Ok(None),
+            Node::EnumMap { symbols } => {
+                let at = r.pos;
+                let s = usize::try_from(r.long()?)
+                    .ok()
+                    .and_then(|i| symbols.get(i))
+                    .ok_or(DatumError {
+                        reason: "enum index out of range",
+                        offset: at,
+                    })?;
+                let Some((_, s)) = s else {
+                    return Err(DatumError {
+                        reason: "the writer's enum symbol is not in the reader's enum, \
+                                 which has no default",
+                        offset: at,
+                    }
+                    .into());
+                };
+                return Ok(Some(Val::Symbol(s)));
+            }
+            Node::Null | Node::Array(_) | Node::Map(_) | Node::Record { .. } | Node::Skip(_) => {
+                return Ok(None);
+            }
         }
     }
     Err(r.err("values nest too deeply").into())
 }
 
-fn text<'v>(v: Val, buf: &'v [u8], schema: &'v Schema) -> Option<&'v [u8]> {
+fn text(v: Val<'_>) -> Option<&[u8]> {
     match v {
-        Val::Bytes(a, b) => buf.get(a..b),
-        Val::Symbol(node, i) => match schema.node(node) {
-            Node::Enum { symbols } => symbols.get(i).map(|s| s.as_bytes()),
-            _ => None,
-        },
+        Val::Bytes(b) => Some(b),
+        Val::Symbol(s) => Some(s.as_bytes()),
         _ => None,
     }
 }
 
-fn eq_literal(v: Val, lit: &[u8], buf: &[u8], schema: &Schema) -> bool {
+fn eq_literal(v: Val<'_>, lit: &[u8]) -> bool {
     let s = std::str::from_utf8(lit).unwrap_or("");
     match v {
         Val::Int(i) => s.parse::<i64>() == Ok(i),
         Val::Float(x) => s.parse::<f64>() == Ok(x),
         Val::Bool(b) => s == if b { "true" } else { "false" },
-        _ => text(v, buf, schema) == Some(lit),
+        _ => text(v) == Some(lit),
     }
 }
 
-fn eq_vals(a: Val, b: Val, buf: &[u8], schema: &Schema) -> bool {
+fn eq_vals(a: Val<'_>, b: Val<'_>) -> bool {
     match (a, b) {
         (Val::Int(x), Val::Int(y)) => x == y,
         (Val::Float(x), Val::Float(y)) => x == y,
         (Val::Int(x), Val::Float(y)) | (Val::Float(y), Val::Int(x)) => x as f64 == y,
         (Val::Bool(x), Val::Bool(y)) => x == y,
-        _ => match (text(a, buf, schema), text(b, buf, schema)) {
+        _ => match (text(a), text(b)) {
             (Some(x), Some(y)) => x == y,
             _ => false,
         },
@@ -1726,7 +1836,7 @@ pub(crate) fn decode_block(
         // bytes (and finds exactly the errors) that decoding does.
         out.begin_row();
         let row = out.next_row() as i64;
-        let res = decode_record(plan, st, &mut r, data, row, out.columns_mut());
+        let res = decode_record(plan, st, &mut r, row, out.columns_mut());
         match &res {
             Ok(()) if i >= rows.start => out.end_row(),
             _ => out.discard_row(),
@@ -1735,6 +1845,13 @@ pub(crate) fn decode_block(
             return Err(match e {
                 Fail::Datum(d) => Error::Datum {
                     at: at().with_record(record).into(),
+                    reason: format!("{} at byte {} of the block", d.reason, d.offset),
+                },
+                Fail::DatumIn(col, d) => Error::Datum {
+                    at: at()
+                        .with_record(record)
+                        .with_feature(specs[col].name())
+                        .into(),
                     reason: format!("{} at byte {} of the block", d.reason, d.offset),
                 },
                 Fail::Feature(col, problem) => Error::Feature {
@@ -1760,11 +1877,10 @@ pub(crate) fn decode_block(
 }
 
 /// Decodes one record into its row.
-fn decode_record<'b>(
-    plan: &GeneralPlan,
+fn decode_record<'a>(
+    plan: &'a GeneralPlan,
     st: &mut Scratch,
-    r: &mut Reader<'b>,
-    buf: &'b [u8],
+    r: &mut Reader<'a>,
     row: i64,
     cols: &mut [BuilderColumn],
 ) -> Hot<()> {
@@ -1778,16 +1894,18 @@ fn decode_record<'b>(
         }
     }
     let schema = &*plan.schema;
-    for (k, path) in plan.roots.iter().enumerate() {
-        st.roots[k] = eval(*r, schema, schema.root, path)?;
-    }
+    let roots = plan
+        .roots
+        .iter()
+        .map(|path| eval(*r, schema, schema.root, path))
+        .collect::<Hot<Vec<_>>>()?;
     let mut run = Run {
         schema,
         plan,
         cols,
         st,
         row,
-        buf,
+        roots,
     };
     run.value(r, &plan.root, 0)?;
     run.finish_row()
@@ -1804,19 +1922,25 @@ pub(crate) struct Plans {
 
 impl Plans {
     /// Compiles (or reuses) the plan of `file`'s writer schema.
+    /// With a reader schema, the plan is compiled from the writer schema
+    /// resolved against it, so paths name the reader's fields.
     pub(crate) fn add_schema(
         &mut self,
         specs: &[FeatureSpec],
+        reader: Option<&ReaderSchema>,
         file: Arc<str>,
         schema_json: &str,
     ) -> Result<()> {
         let plan = match self.by_schema.get(schema_json) {
             Some(p) => p.clone(),
             None => {
-                let schema = Schema::parse(schema_json).map_err(|reason| Error::BadHeader {
+                let mut schema = Schema::parse(schema_json).map_err(|reason| Error::BadHeader {
                     file: file.clone(),
                     reason: format!("bad writer schema: {reason}"),
                 })?;
+                if let Some(reader) = reader {
+                    schema = resolve(&schema, reader, &file)?;
+                }
                 let plan = Arc::new(GeneralPlan::compile(Arc::new(schema), specs, &file)?);
                 self.by_schema.insert(schema_json.to_string(), plan.clone());
                 plan
