@@ -430,7 +430,13 @@ impl serde::Serialize for DatumJson<'_, '_> {
             value,
             field: self.field,
         };
-        if let Some(logical) = self.schema.logical(self.node) {
+        // Under a reader schema, a value is shown as the reader's type.
+        let node = match self.schema.node(self.node) {
+            &Node::Default { node, .. } => node,
+            &Node::Promote { reader, .. } => reader,
+            _ => self.node,
+        };
+        if let Some(logical) = self.schema.logical(node) {
             let text =
                 crate::logical::to_text(logical, self.value).map_err(|e| match self.field {
                     "" => S::Error::custom(e),
@@ -440,7 +446,7 @@ impl serde::Serialize for DatumJson<'_, '_> {
                 return s.serialize_str(&text);
             }
         }
-        match (self.schema.node(self.node), self.value) {
+        match (self.schema.node(node), self.value) {
             (Node::Array(items), AvroValue::Array(values)) => {
                 let mut seq = s.serialize_seq(Some(values.len()))?;
                 for v in values {
@@ -470,7 +476,11 @@ impl serde::Serialize for DatumJson<'_, '_> {
             }
             (Node::Record { fields, .. }, AvroValue::Record(values)) => {
                 let mut map = s.serialize_map(Some(values.len()))?;
-                for ((name, node), (_, v)) in fields.iter().zip(values) {
+                // Writer fields the reader drops hold no value.
+                let kept = fields
+                    .iter()
+                    .filter(|(_, f)| !matches!(self.schema.node(*f), Node::Skip(_)));
+                for ((name, node), (_, v)) in kept.zip(values) {
                     let field = DatumJson {
                         field: name,
                         ..at(*node, v)
