@@ -1283,8 +1283,7 @@ impl<'a> Run<'_, 'a> {
                     ColumnBuilder::Sparse(s) => match &mut self.st.sparse_vals[f] {
                         Some(v) => v,
                         None => {
-                            s.indices.push(self.row);
-                            s.indices.extend_from_slice(&self.st.idx[f]);
+                            push_tuple(&mut s.indices, self.row, &self.st.idx[f]);
                             &mut s.values
                         }
                     },
@@ -1444,8 +1443,7 @@ impl<'a> Run<'_, 'a> {
                         if let Some(l) = level {
                             idx[l] = (n + k) as i64;
                         }
-                        s.indices.push(self.row);
-                        s.indices.extend_from_slice(idx);
+                        push_tuple(&mut s.indices, self.row, idx);
                     }
                 }
             }
@@ -1612,6 +1610,16 @@ impl<'a> Run<'_, 'a> {
             }
         }
         Ok(())
+    }
+}
+
+/// Appends one index tuple (the row, then `idx`): value by value, as the
+/// tuples are a few numbers, for which a copy call costs more than it does.
+#[inline]
+fn push_tuple(indices: &mut Vec<i64>, row: i64, idx: &[i64]) {
+    indices.push(row);
+    for &i in idx {
+        indices.push(i);
     }
 }
 
