@@ -1129,13 +1129,15 @@ enum Fail {
     DatumIn(usize, DatumError),
 }
 
-impl From<DatumError> for Fail {
+impl From<DatumError> for Box<Fail> {
+    #[cold]
     fn from(e: DatumError) -> Self {
-        Fail::Datum(e)
+        Box::new(Fail::Datum(e))
     }
 }
 
-type Hot<T> = std::result::Result<T, Fail>;
+/// Boxed, so that the hot loop's results are one word wide.
+type Hot<T> = std::result::Result<T, Box<Fail>>;
 
 /// A value compared by a filter: numbers as numbers, the rest as bytes
 /// (a range of the block, or an enum symbol).
@@ -1258,7 +1260,7 @@ impl<'a> Run<'_, 'a> {
                 self.value(&mut Reader::new(datum), prog, depth + 1)?;
             }
             Prog::Unreadable { reason, feat } => {
-                return Err(Fail::DatumIn(*feat, r.err(reason)));
+                return Err(Box::new(Fail::DatumIn(*feat, r.err(reason))));
             }
         }
         Ok(())
@@ -1331,14 +1333,14 @@ impl<'a> Run<'_, 'a> {
             match (&mut self.cols[f].builder, &self.plan.outs[f]) {
                 (ColumnBuilder::Sparse(s), Out::Varlen { dims }) => match dims.get(level) {
                     Some(Some(d)) if *d != n => {
-                        return Err(Fail::Feature(
+                        return Err(Box::new(Fail::Feature(
                             f,
                             FeatureProblem::WrongCount {
                                 dim: Some(level),
                                 expected: *d,
                                 actual: n,
                             },
-                        ));
+                        )));
                     }
                     Some(Some(_)) => {}
                     _ => {
@@ -1458,17 +1460,17 @@ impl<'a> Run<'_, 'a> {
             let sel = self.st.sel[base + k];
             match &c.sel {
                 Sel::Index(i) if *i >= n => {
-                    return Err(Fail::Feature(
+                    return Err(Box::new(Fail::Feature(
                         c.first,
                         FeatureProblem::IndexOutOfRange {
                             dim: None,
                             index: i64::try_from(*i).unwrap_or(i64::MAX),
                             size: n as i64,
                         },
-                    ));
+                    )));
                 }
                 Sel::Key(_) if sel == 0 => {
-                    return Err(Fail::Feature(c.first, FeatureProblem::Missing));
+                    return Err(Box::new(Fail::Feature(c.first, FeatureProblem::Missing)));
                 }
                 Sel::Star | Sel::Filter { .. } => self.end_selected(c, sel)?,
                 _ => {}
@@ -1498,10 +1500,10 @@ impl<'a> Run<'_, 'a> {
             }
             // Each entry takes at least its key's length byte.
             if count.unsigned_abs() > r.remaining() as u64 {
-                return Err(Fail::Datum(DatumError {
+                return Err(Box::new(Fail::Datum(DatumError {
                     reason: "map block claims more entries than the block holds",
                     offset: at,
-                }));
+                })));
             }
             for _ in 0..count.unsigned_abs() {
                 let key = r.bytes()?;
@@ -1548,28 +1550,28 @@ impl<'a> Run<'_, 'a> {
             match (&self.plan.outs[f], &mut self.cols[f].builder) {
                 (Out::Dense { row_len, default }, ColumnBuilder::Dense(d)) => {
                     if got > *row_len {
-                        return Err(Fail::Feature(
+                        return Err(Box::new(Fail::Feature(
                             f,
                             FeatureProblem::WrongCount {
                                 dim: None,
                                 expected: *row_len,
                                 actual: got,
                             },
-                        ));
+                        )));
                     }
                     if got < *row_len {
                         match default {
                             Some(v) => d.values.extend_from_range(v, got..*row_len),
-                            None if got == 0 => return Err(Fail::Feature(f, missing(self.st))),
+                            None if got == 0 => return Err(Box::new(Fail::Feature(f, missing(self.st)))),
                             None => {
-                                return Err(Fail::Feature(
+                                return Err(Box::new(Fail::Feature(
                                     f,
                                     FeatureProblem::WrongCount {
                                         dim: None,
                                         expected: *row_len,
                                         actual: got,
                                     },
-                                ));
+                                )));
                             }
                         }
                     }
@@ -1584,7 +1586,7 @@ impl<'a> Run<'_, 'a> {
                     ColumnBuilder::Padded(p),
                 ) => {
                     if *required && got == 0 && self.st.nulled[f] {
-                        return Err(Fail::Feature(f, FeatureProblem::Missing));
+                        return Err(Box::new(Fail::Feature(f, FeatureProblem::Missing)));
                     }
                     let item = (*item_len).max(1);
                     let steps = got.div_ceil(item);
@@ -1593,10 +1595,10 @@ impl<'a> Run<'_, 'a> {
                         match default {
                             Some(v) => p.values.extend_from_range(v, item - short..item),
                             None => {
-                                return Err(Fail::Feature(
+                                return Err(Box::new(Fail::Feature(
                                     f,
                                     FeatureProblem::NotMultiple { item, actual: got },
-                                ));
+                                )));
                             }
                         }
                     }
@@ -1641,24 +1643,24 @@ fn sparse_row(
         let lists = &st.sparse_idx[f];
         for (k, ids) in lists.iter().enumerate() {
             if ids.len() != nnz {
-                return Err(Fail::Feature(
+                return Err(Box::new(Fail::Feature(
                     f,
                     FeatureProblem::IndexCountMismatch {
                         dim: Some(k),
                         indices: ids.len(),
                         values: nnz,
                     },
-                ));
+                )));
             }
             if let Some(&bad) = ids.iter().find(|&&i| i < 0 || i >= size[k]) {
-                return Err(Fail::Feature(
+                return Err(Box::new(Fail::Feature(
                     f,
                     FeatureProblem::IndexOutOfRange {
                         dim: Some(k),
                         index: bad,
                         size: size[k],
                     },
-                ));
+                )));
             }
         }
         // Sorted by index tuple, stably, as TensorFlow's SparseFeature
@@ -1850,7 +1852,7 @@ pub(crate) fn decode_block(
             _ => out.discard_row(),
         }
         if let Err(e) = res {
-            return Err(match e {
+            return Err(match *e {
                 Fail::Datum(d) => Error::Datum {
                     at: at().with_record(record).into(),
                     reason: format!("{} at byte {} of the block", d.reason, d.offset),
