@@ -674,11 +674,15 @@ impl Compiler<'_> {
                         ),
                     }
                 }
-                let progs: Vec<Prog> = groups
-                    .into_iter()
-                    .zip(fields)
-                    .map(|(g, &(_, f))| self.compile(f, g, depth + 1))
-                    .collect();
+                let mut progs = Vec::with_capacity(fields.len());
+                for (g, &(_, f)) in groups.into_iter().zip(fields) {
+                    // A record in a record is its fields in line: one
+                    // program step per field, however deep.
+                    match self.compile(f, g, depth + 1) {
+                        Prog::Record(inner) => progs.extend(inner),
+                        p => progs.push(p),
+                    }
+                }
                 if progs.iter().all(|p| matches!(p, Prog::Skip(_))) {
                     return Prog::Skip(node);
                 }
@@ -1226,7 +1230,7 @@ impl<'a> Run<'_, 'a> {
             }
             Prog::Record(fields) => {
                 for f in fields {
-                    self.value(r, f, depth + 1)?;
+                    self.step(r, f, depth + 1)?;
                 }
             }
             Prog::Union { branches, nulls } => {
@@ -1247,7 +1251,7 @@ impl<'a> Run<'_, 'a> {
                         return Ok(());
                     }
                 }
-                self.value(r, p, depth + 1)?;
+                self.step(r, p, depth + 1)?;
             }
             Prog::Array {
                 item,
@@ -1263,6 +1267,16 @@ impl<'a> Run<'_, 'a> {
             }
         }
         Ok(())
+    }
+
+    /// [`value`](Self::value), with a leaf of one feature read in line
+    /// (most steps are).
+    #[inline]
+    fn step(&mut self, r: &mut Reader<'a>, prog: &'a Prog, depth: usize) -> Hot<()> {
+        match prog {
+            Prog::Leaf { leaf, targets } if targets.len() == 1 => self.emit(r, *leaf, targets[0]),
+            _ => self.value(r, prog, depth),
+        }
     }
 
     #[inline]
@@ -1390,7 +1404,7 @@ impl<'a> Run<'_, 'a> {
                     let c = &children[0];
                     let sel = self.st.sel[base];
                     self.begin_selected(c, sel);
-                    self.value(r, &c.prog, depth + 1)?;
+                    self.step(r, &c.prog, depth + 1)?;
                     self.st.sel[base] += 1;
                 } else {
                     let start = *r;
@@ -1561,7 +1575,9 @@ impl<'a> Run<'_, 'a> {
                     if got < *row_len {
                         match default {
                             Some(v) => d.values.extend_from_range(v, got..*row_len),
-                            None if got == 0 => return Err(Box::new(Fail::Feature(f, missing(self.st)))),
+                            None if got == 0 => {
+                                return Err(Box::new(Fail::Feature(f, missing(self.st))));
+                            }
                             None => {
                                 return Err(Box::new(Fail::Feature(
                                     f,
