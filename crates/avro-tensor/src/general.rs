@@ -146,8 +146,14 @@ enum Prog {
     },
     Map {
         value: usize,
+        /// The bytes each value takes, when fixed: unselected values
+        /// are jumped over.
+        value_size: Option<usize>,
         children: Vec<Child>,
     },
+    /// Nothing wanted from a value of this many bytes (fixed-size
+    /// types): jump over it.
+    Take(usize),
     /// A reader field the writer lacks: `prog` run over the default's
     /// encoding (nothing is read from the record).
     Default {
@@ -575,7 +581,10 @@ impl Compiler<'_> {
 
     fn compile(&mut self, node: usize, items: Vec<Item>, depth: usize) -> Prog {
         if items.is_empty() {
-            return Prog::Skip(node);
+            return match fixed_size(self.schema, node, depth) {
+                Some(n) if n > 0 => Prog::Take(n),
+                _ => Prog::Skip(node),
+            };
         }
         if depth > MAX_DEPTH {
             for it in &items {
@@ -589,7 +598,7 @@ impl Compiler<'_> {
             // reads its default; a writer value the reader cannot take is
             // an error when met.
             Node::Default { node: inner, datum } => match self.compile(*inner, items, depth + 1) {
-                Prog::Skip(_) => Prog::Skip(node),
+                Prog::Skip(_) | Prog::Take(_) => Prog::Skip(node),
                 prog => Prog::Default {
                     datum: datum.clone(),
                     prog: Box::new(prog),
@@ -634,7 +643,7 @@ impl Compiler<'_> {
                 nulls.dedup();
                 if progs
                     .iter()
-                    .all(|p| matches!(p, Prog::Skip(_) | Prog::Unreadable { .. }))
+                    .all(|p| matches!(p, Prog::Skip(_) | Prog::Take(_) | Prog::Unreadable { .. }))
                 {
                     return Prog::Skip(node);
                 }
@@ -678,12 +687,17 @@ impl Compiler<'_> {
                 for (g, &(_, f)) in groups.into_iter().zip(fields) {
                     // A record in a record is its fields in line: one
                     // program step per field, however deep.
-                    match self.compile(f, g, depth + 1) {
-                        Prog::Record(inner) => progs.extend(inner),
-                        p => progs.push(p),
+                    match (self.compile(f, g, depth + 1), progs.last_mut()) {
+                        (Prog::Record(inner), _) => progs.extend(inner),
+                        // Fixed-size fields no feature reads: one jump.
+                        (Prog::Take(n), Some(Prog::Take(m))) => *m += n,
+                        (p, _) => progs.push(p),
                     }
                 }
-                if progs.iter().all(|p| matches!(p, Prog::Skip(_))) {
+                if progs
+                    .iter()
+                    .all(|p| matches!(p, Prog::Skip(_) | Prog::Take(_)))
+                {
                     return Prog::Skip(node);
                 }
                 Prog::Record(progs)
@@ -811,6 +825,7 @@ impl Compiler<'_> {
                 if is_map {
                     Prog::Map {
                         value: inner,
+                        value_size: fixed_size(schema, inner, depth),
                         children,
                     }
                 } else {
@@ -879,6 +894,25 @@ impl Compiler<'_> {
                 }
             }
         }
+    }
+}
+
+/// The bytes every value of `node` takes, when that is fixed.
+fn fixed_size(schema: &Schema, node: usize, depth: usize) -> Option<usize> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    match schema.node(node) {
+        Node::Null | Node::Default { .. } => Some(0),
+        Node::Float => Some(4),
+        Node::Double => Some(8),
+        Node::Fixed(n) => Some(*n),
+        Node::Record { fields, .. } => fields
+            .iter()
+            .map(|&(_, f)| fixed_size(schema, f, depth + 1))
+            .sum(),
+        &Node::Skip(n) | &Node::Promote { wire: n, .. } => fixed_size(schema, n, depth + 1),
+        _ => None,
     }
 }
 
@@ -1099,7 +1133,7 @@ impl GeneralPlan {
 /// deepest level + 1 of its dims).
 fn max_level(p: &Prog, feat: usize) -> usize {
     match p {
-        Prog::Skip(_) | Prog::Leaf { .. } | Prog::Unreadable { .. } => 0,
+        Prog::Skip(_) | Prog::Take(_) | Prog::Leaf { .. } | Prog::Unreadable { .. } => 0,
         Prog::Default { prog, .. } => max_level(prog, feat),
         Prog::Record(v) => v.iter().map(|p| max_level(p, feat)).max().unwrap_or(0),
         Prog::Union { branches, .. } => branches
@@ -1217,6 +1251,9 @@ impl<'a> Run<'_, 'a> {
     fn value(&mut self, r: &mut Reader<'a>, prog: &'a Prog, depth: usize) -> Hot<()> {
         match prog {
             Prog::Skip(n) => r.skip(self.schema, *n, depth)?,
+            Prog::Take(n) => {
+                r.take(*n)?;
+            }
             Prog::Leaf { leaf, targets } => {
                 if let [t] = targets.as_slice() {
                     self.emit(r, *leaf, *t)?;
@@ -1258,7 +1295,11 @@ impl<'a> Run<'_, 'a> {
                 min,
                 children,
             } => self.array(r, *item, *min, children, depth)?,
-            Prog::Map { value, children } => self.map(r, *value, children, depth)?,
+            Prog::Map {
+                value,
+                value_size,
+                children,
+            } => self.map(r, *value, *value_size, children, depth)?,
             Prog::Default { datum, prog } => {
                 self.value(&mut Reader::new(datum), prog, depth + 1)?;
             }
@@ -1496,6 +1537,7 @@ impl<'a> Run<'_, 'a> {
         &mut self,
         r: &mut Reader<'a>,
         value: usize,
+        value_size: Option<usize>,
         children: &'a [Child],
         depth: usize,
     ) -> Hot<()> {
@@ -1539,7 +1581,12 @@ impl<'a> Run<'_, 'a> {
                 }
                 match end {
                     Some(e) => r.pos = e,
-                    None => r.skip(self.schema, value, depth + 1)?,
+                    None => match value_size {
+                        Some(n) => {
+                            r.take(n)?;
+                        }
+                        None => r.skip(self.schema, value, depth + 1)?,
+                    },
                 }
                 n += 1;
             }
