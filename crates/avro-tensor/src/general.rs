@@ -154,6 +154,9 @@ enum Prog {
     /// Nothing wanted from a value of this many bytes (fixed-size
     /// types): jump over it.
     Take(usize),
+    /// Nothing wanted from a union whose branches all have fixed sizes
+    /// (a nullable number): the branch index, then that branch's bytes.
+    SkipUnion(Vec<usize>),
     /// A reader field the writer lacks: `prog` run over the default's
     /// encoding (nothing is read from the record).
     Default {
@@ -581,10 +584,7 @@ impl Compiler<'_> {
 
     fn compile(&mut self, node: usize, items: Vec<Item>, depth: usize) -> Prog {
         if items.is_empty() {
-            return match fixed_size(self.schema, node, depth) {
-                Some(n) if n > 0 => Prog::Take(n),
-                _ => Prog::Skip(node),
-            };
+            return skip(self.schema, node, depth);
         }
         if depth > MAX_DEPTH {
             for it in &items {
@@ -598,7 +598,7 @@ impl Compiler<'_> {
             // reads its default; a writer value the reader cannot take is
             // an error when met.
             Node::Default { node: inner, datum } => match self.compile(*inner, items, depth + 1) {
-                Prog::Skip(_) | Prog::Take(_) => Prog::Skip(node),
+                p if skips(&p) => Prog::Skip(node),
                 prog => Prog::Default {
                     datum: datum.clone(),
                     prog: Box::new(prog),
@@ -643,9 +643,9 @@ impl Compiler<'_> {
                 nulls.dedup();
                 if progs
                     .iter()
-                    .all(|p| matches!(p, Prog::Skip(_) | Prog::Take(_) | Prog::Unreadable { .. }))
+                    .all(|p| skips(p) || matches!(p, Prog::Unreadable { .. }))
                 {
-                    return Prog::Skip(node);
+                    return skip(schema, node, depth);
                 }
                 Prog::Union {
                     branches: progs,
@@ -694,11 +694,8 @@ impl Compiler<'_> {
                         (p, _) => progs.push(p),
                     }
                 }
-                if progs
-                    .iter()
-                    .all(|p| matches!(p, Prog::Skip(_) | Prog::Take(_)))
-                {
-                    return Prog::Skip(node);
+                if progs.iter().all(skips) {
+                    return skip(schema, node, depth);
                 }
                 Prog::Record(progs)
             }
@@ -895,6 +892,29 @@ impl Compiler<'_> {
             }
         }
     }
+}
+
+/// The program of a value no feature reads: by fixed sizes where the
+/// schema has them, else by schema.
+fn skip(schema: &Schema, node: usize, depth: usize) -> Prog {
+    if let Node::Union(branches) = schema.node(node) {
+        let sizes: Option<Vec<usize>> = branches
+            .iter()
+            .map(|&b| fixed_size(schema, b, depth + 1))
+            .collect();
+        if let Some(sizes) = sizes {
+            return Prog::SkipUnion(sizes);
+        }
+    }
+    match fixed_size(schema, node, depth) {
+        Some(n) if n > 0 => Prog::Take(n),
+        _ => Prog::Skip(node),
+    }
+}
+
+/// Whether a program reads nothing.
+fn skips(p: &Prog) -> bool {
+    matches!(p, Prog::Skip(_) | Prog::Take(_) | Prog::SkipUnion(_))
 }
 
 /// The bytes every value of `node` takes, when that is fixed.
@@ -1133,7 +1153,11 @@ impl GeneralPlan {
 /// deepest level + 1 of its dims).
 fn max_level(p: &Prog, feat: usize) -> usize {
     match p {
-        Prog::Skip(_) | Prog::Take(_) | Prog::Leaf { .. } | Prog::Unreadable { .. } => 0,
+        Prog::Skip(_)
+        | Prog::Take(_)
+        | Prog::SkipUnion(_)
+        | Prog::Leaf { .. }
+        | Prog::Unreadable { .. } => 0,
         Prog::Default { prog, .. } => max_level(prog, feat),
         Prog::Record(v) => v.iter().map(|p| max_level(p, feat)).max().unwrap_or(0),
         Prog::Union { branches, .. } => branches
@@ -1252,6 +1276,18 @@ impl<'a> Run<'_, 'a> {
         match prog {
             Prog::Skip(n) => r.skip(self.schema, *n, depth)?,
             Prog::Take(n) => {
+                r.take(*n)?;
+            }
+            Prog::SkipUnion(sizes) => {
+                let at = r.pos;
+                let b = r.long()?;
+                let n = usize::try_from(b)
+                    .ok()
+                    .and_then(|b| sizes.get(b))
+                    .ok_or(DatumError {
+                        reason: "union branch index out of range",
+                        offset: at,
+                    })?;
                 r.take(*n)?;
             }
             Prog::Leaf { leaf, targets } => {
