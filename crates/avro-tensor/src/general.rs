@@ -169,6 +169,9 @@ enum Prog {
         reason: &'static str,
         feat: usize,
     },
+    /// A default read by dense, padded or ragged features straight (no
+    /// dimension to count): its values, decoded once, per feature.
+    Const(Vec<(usize, Values)>),
 }
 
 /// A decode plan of the general path for one writer schema.
@@ -1137,6 +1140,8 @@ impl GeneralPlan {
                 _ => {}
             }
         }
+        let mut root = root;
+        fold_defaults(&mut root, &schema, specs, &outs);
         let roots = std::mem::take(&mut c.roots);
         drop(c);
         Ok(GeneralPlan {
@@ -1149,6 +1154,47 @@ impl GeneralPlan {
     }
 }
 
+/// Turns each reader default whose value features take as it is into
+/// its decoded values, so records do not decode it again.
+fn fold_defaults(p: &mut Prog, schema: &Schema, specs: &[FeatureSpec], outs: &[Out]) {
+    match p {
+        Prog::Default { datum, prog } => {
+            let Prog::Leaf { leaf, targets } = &**prog else {
+                return fold_defaults(prog, schema, specs, outs);
+            };
+            let plain = |t: &Target| {
+                t.slot == Slot::Values
+                    && matches!(
+                        outs[t.feat],
+                        Out::Dense { .. } | Out::Padded { .. } | Out::Ragged
+                    )
+            };
+            if !targets.iter().all(plain) {
+                return;
+            }
+            let mut values = Vec::with_capacity(targets.len());
+            for t in targets {
+                let mut v = Values::new(specs[t.feat].dtype());
+                if read_leaf(&mut Reader::new(datum), schema, *leaf, &mut v).is_err() {
+                    return;
+                }
+                values.push((t.feat, v));
+            }
+            *p = Prog::Const(values);
+        }
+        Prog::Record(fields) => fields
+            .iter_mut()
+            .for_each(|f| fold_defaults(f, schema, specs, outs)),
+        Prog::Union { branches, .. } => branches
+            .iter_mut()
+            .for_each(|b| fold_defaults(b, schema, specs, outs)),
+        Prog::Array { children, .. } | Prog::Map { children, .. } => children
+            .iter_mut()
+            .for_each(|c| fold_defaults(&mut c.prog, schema, specs, outs)),
+        _ => {}
+    }
+}
+
 /// The number of counted dimensions of `feat` in the program (the
 /// deepest level + 1 of its dims).
 fn max_level(p: &Prog, feat: usize) -> usize {
@@ -1157,7 +1203,8 @@ fn max_level(p: &Prog, feat: usize) -> usize {
         | Prog::Take(_)
         | Prog::SkipUnion(_)
         | Prog::Leaf { .. }
-        | Prog::Unreadable { .. } => 0,
+        | Prog::Unreadable { .. }
+        | Prog::Const(_) => 0,
         Prog::Default { prog, .. } => max_level(prog, feat),
         Prog::Record(v) => v.iter().map(|p| max_level(p, feat)).max().unwrap_or(0),
         Prog::Union { branches, .. } => branches
@@ -1338,6 +1385,18 @@ impl<'a> Run<'_, 'a> {
             } => self.map(r, *value, *value_size, children, depth)?,
             Prog::Default { datum, prog } => {
                 self.value(&mut Reader::new(datum), prog, depth + 1)?;
+            }
+            Prog::Const(values) => {
+                for (f, v) in values {
+                    let vals = match &mut self.cols[*f].builder {
+                        ColumnBuilder::Dense(d) => &mut d.values,
+                        ColumnBuilder::Padded(p) => &mut p.values,
+                        ColumnBuilder::Ragged(g) => &mut g.values,
+                        ColumnBuilder::Sparse(s) => &mut s.values,
+                    };
+                    vals.extend_from(v);
+                    self.st.count[*f] += v.len();
+                }
             }
             Prog::Unreadable { reason, feat } => {
                 return Err(Box::new(Fail::DatumIn(*feat, r.err(reason))));
