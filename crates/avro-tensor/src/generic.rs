@@ -431,9 +431,9 @@ impl serde::Serialize for DatumJson<'_, '_> {
             field: self.field,
         };
         // Under a reader schema, a value is shown as the reader's type.
-        let node = match self.schema.node(self.node) {
-            &Node::Default { node, .. } => node,
-            &Node::Promote { reader, .. } => reader,
+        let node = match *self.schema.node(self.node) {
+            Node::Default { node, .. } => node,
+            Node::Promote { reader, .. } => reader,
             _ => self.node,
         };
         if let Some(logical) = self.schema.logical(node) {
