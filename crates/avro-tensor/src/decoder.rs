@@ -649,7 +649,7 @@ pub(crate) fn leaf_size(leaf: Leaf) -> usize {
 }
 
 /// Reads one leaf value into `out` (whose dtype the plan checked).
-#[inline]
+#[inline(always)]
 pub(crate) fn read_leaf(
     r: &mut Reader<'_>,
     schema: &Schema,
