@@ -1550,7 +1550,7 @@ impl<'a> Run<'_, 'a> {
                             let mut rc = start;
                             let sel = self.st.sel[base + k];
                             self.begin_selected(c, sel);
-                            self.value(&mut rc, &c.prog, depth + 1)?;
+                            self.step(&mut rc, &c.prog, depth + 1)?;
                             self.st.sel[base + k] += 1;
                             end = Some(rc.pos);
                         }
@@ -1669,7 +1669,7 @@ impl<'a> Run<'_, 'a> {
                         let mut rc = start;
                         let sel = self.st.sel[base + k];
                         self.begin_selected(c, sel);
-                        self.value(&mut rc, &c.prog, depth + 1)?;
+                        self.step(&mut rc, &c.prog, depth + 1)?;
                         self.st.sel[base + k] += 1;
                         end = Some(rc.pos);
                     }
