@@ -126,6 +126,9 @@ impl AvroDecoder {
     #[must_use]
     pub fn with_reader_schema(mut self, reader: ReaderSchema) -> Self {
         self.reader = Some(reader);
+        if let Some(g) = &mut self.general {
+            **g = general::Plans::default();
+        }
         self.plans.clear();
         self.by_schema.clear();
         self.last = None;
@@ -149,7 +152,7 @@ impl AvroDecoder {
     pub fn add_schema(&mut self, file: impl Into<Arc<str>>, schema_json: &str) -> Result<()> {
         let file = file.into();
         if let Some(g) = &mut self.general {
-            return g.add_schema(&self.specs, file, schema_json);
+            return g.add_schema(&self.specs, self.reader.as_ref(), file, schema_json);
         }
         let plan = match self.by_schema.get(schema_json) {
             Some(p) => p.clone(),
@@ -648,7 +651,7 @@ pub(crate) fn leaf_size(leaf: Leaf) -> usize {
 }
 
 /// Reads one leaf value into `out` (whose dtype the plan checked).
-#[inline]
+#[inline(always)]
 pub(crate) fn read_leaf(
     r: &mut Reader<'_>,
     schema: &Schema,

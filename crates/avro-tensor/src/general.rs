@@ -24,6 +24,7 @@ use crate::decoder::{leaf_size, read_leaf, read_leaves};
 use crate::error::{Error, Result};
 use crate::keyexpr::{self, KeyExpr, Operand, Step};
 use crate::plan::Leaf;
+use crate::resolve::{ReaderSchema, resolve};
 use crate::schema::{Node, Schema};
 
 /// Whether `specs` need the general plan: a name that is a key
@@ -145,8 +146,32 @@ enum Prog {
     },
     Map {
         value: usize,
+        /// The bytes each value takes, when fixed: unselected values
+        /// are jumped over.
+        value_size: Option<usize>,
         children: Vec<Child>,
     },
+    /// Nothing wanted from a value of this many bytes (fixed-size
+    /// types): jump over it.
+    Take(usize),
+    /// Nothing wanted from a union whose branches all have fixed sizes
+    /// (a nullable number): the branch index, then that branch's bytes.
+    SkipUnion(Vec<usize>),
+    /// A reader field the writer lacks: `prog` run over the default's
+    /// encoding (nothing is read from the record).
+    Default {
+        datum: Vec<u8>,
+        prog: Box<Prog>,
+    },
+    /// A writer value the reader schema cannot take (a union branch no
+    /// reader branch matches): an error naming `feat` when met.
+    Unreadable {
+        reason: &'static str,
+        feat: usize,
+    },
+    /// A default read by dense, padded or ragged features straight (no
+    /// dimension to count): its values, decoded once, per feature.
+    Const(Vec<(usize, Values)>),
 }
 
 /// A decode plan of the general path for one writer schema.
@@ -437,9 +462,28 @@ fn leaf_of(schema: &Schema, node: usize) -> Option<Leaf> {
         Node::Boolean => Leaf::Boolean,
         Node::Bytes | Node::String => Leaf::Bytes,
         Node::Fixed(n) => Leaf::Fixed(*n),
-        Node::Enum { .. } => Leaf::Enum(node),
+        Node::Enum { .. } | Node::EnumMap { .. } => Leaf::Enum(node),
+        // Read as the wire type; `typed_as` gives the type it stands for.
+        &Node::Promote { wire, .. } => return leaf_of(schema, wire),
         _ => return None,
     })
+}
+
+/// The type a leaf is read as: the reader's type where a reader schema
+/// promotes the writer's.
+fn typed_as(schema: &Schema, node: usize) -> Option<Leaf> {
+    match schema.node(node) {
+        &Node::Promote { reader, .. } => leaf_of(schema, reader),
+        _ => leaf_of(schema, node),
+    }
+}
+
+/// The field of a (resolved) record named `name`: writer fields the
+/// reader schema drops (`Skip`) have no name a path can use.
+fn field_of(schema: &Schema, fields: &[(String, usize)], name: &str) -> Option<usize> {
+    fields
+        .iter()
+        .position(|(n, f)| n == name && !matches!(schema.node(*f), Node::Skip(_)))
 }
 
 /// The last dotted component of a type name.
@@ -518,9 +562,12 @@ impl Compiler<'_> {
             return false;
         }
         for (i, name) in path.iter().enumerate() {
+            if let &Node::Default { node: n, .. } = self.schema.node(node) {
+                node = n;
+            }
             match self.schema.node(node) {
-                Node::Record { fields, .. } => match fields.iter().find(|(f, _)| f == name) {
-                    Some(&(_, f)) => node = f,
+                Node::Record { fields, .. } => match field_of(self.schema, fields, name) {
+                    Some(k) => node = fields[k].1,
                     None => return false,
                 },
                 Node::Union(b) => {
@@ -528,6 +575,9 @@ impl Compiler<'_> {
                 }
                 _ => return false,
             }
+        }
+        if let &Node::Default { node: n, .. } = self.schema.node(node) {
+            node = n;
         }
         match self.schema.node(node) {
             Node::Union(b) => b.iter().any(|&b| leaf_of(self.schema, b).is_some()),
@@ -537,7 +587,7 @@ impl Compiler<'_> {
 
     fn compile(&mut self, node: usize, items: Vec<Item>, depth: usize) -> Prog {
         if items.is_empty() {
-            return Prog::Skip(node);
+            return skip(self.schema, node, depth);
         }
         if depth > MAX_DEPTH {
             for it in &items {
@@ -547,6 +597,20 @@ impl Compiler<'_> {
         }
         let schema = self.schema;
         match schema.node(node) {
+            // Under a reader schema (`resolve.rs`): a reader-only field
+            // reads its default; a writer value the reader cannot take is
+            // an error when met.
+            Node::Default { node: inner, datum } => match self.compile(*inner, items, depth + 1) {
+                p if skips(&p) => Prog::Skip(node),
+                prog => Prog::Default {
+                    datum: datum.clone(),
+                    prog: Box::new(prog),
+                },
+            },
+            Node::Unreadable { reason, .. } => Prog::Unreadable {
+                reason,
+                feat: items[0].target.feat,
+            },
             Node::Union(branches) => {
                 let mut progs = Vec::with_capacity(branches.len());
                 let mut nulls: Vec<usize> = Vec::new();
@@ -554,6 +618,13 @@ impl Compiler<'_> {
                     if matches!(schema.node(b), Node::Null) {
                         nulls.extend(items.iter().map(|i| i.target.feat));
                         progs.push(Prog::Skip(b));
+                        continue;
+                    }
+                    if let Node::Unreadable { reason, .. } = schema.node(b) {
+                        progs.push(Prog::Unreadable {
+                            reason,
+                            feat: items[0].target.feat,
+                        });
                         continue;
                     }
                     // A step naming this branch's type selects it alone.
@@ -573,8 +644,11 @@ impl Compiler<'_> {
                 }
                 nulls.sort_unstable();
                 nulls.dedup();
-                if progs.iter().all(|p| matches!(p, Prog::Skip(_))) {
-                    return Prog::Skip(node);
+                if progs
+                    .iter()
+                    .all(|p| skips(p) || matches!(p, Prog::Unreadable { .. }))
+                {
+                    return skip(schema, node, depth);
                 }
                 Prog::Union {
                     branches: progs,
@@ -585,13 +659,20 @@ impl Compiler<'_> {
                 let mut groups: Vec<Vec<Item>> = vec![Vec::new(); fields.len()];
                 for mut it in items {
                     match it.steps.first() {
-                        Some(Step::Field(f)) => match fields.iter().position(|(n, _)| n == f) {
+                        Some(Step::Field(f)) => match field_of(schema, fields, f) {
                             Some(k) => {
                                 it.steps.remove(0);
                                 groups[k].push(it);
                             }
                             None => {
-                                let reason = format!("record {name} has no field {f:?}");
+                                let dropped = fields.iter().any(|(n, _)| n == f);
+                                let reason = match dropped {
+                                    true => format!(
+                                        "record {name} has no field {f:?} in the reader schema \
+                                         (only the writer's has it)"
+                                    ),
+                                    false => format!("record {name} has no field {f:?}"),
+                                };
                                 self.fail(&it, reason);
                             }
                         },
@@ -605,13 +686,19 @@ impl Compiler<'_> {
                         ),
                     }
                 }
-                let progs: Vec<Prog> = groups
-                    .into_iter()
-                    .zip(fields)
-                    .map(|(g, &(_, f))| self.compile(f, g, depth + 1))
-                    .collect();
-                if progs.iter().all(|p| matches!(p, Prog::Skip(_))) {
-                    return Prog::Skip(node);
+                let mut progs = Vec::with_capacity(fields.len());
+                for (g, &(_, f)) in groups.into_iter().zip(fields) {
+                    // A record in a record is its fields in line: one
+                    // program step per field, however deep.
+                    match (self.compile(f, g, depth + 1), progs.last_mut()) {
+                        (Prog::Record(inner), _) => progs.extend(inner),
+                        // Fixed-size fields no feature reads: one jump.
+                        (Prog::Take(n), Some(Prog::Take(m))) => *m += n,
+                        (p, _) => progs.push(p),
+                    }
+                }
+                if progs.iter().all(skips) {
+                    return skip(schema, node, depth);
                 }
                 Prog::Record(progs)
             }
@@ -738,6 +825,7 @@ impl Compiler<'_> {
                 if is_map {
                     Prog::Map {
                         value: inner,
+                        value_size: fixed_size(schema, inner, depth),
                         children,
                     }
                 } else {
@@ -750,6 +838,7 @@ impl Compiler<'_> {
             }
             _ => {
                 let leaf = leaf_of(schema, node);
+                let read_as = typed_as(schema, node);
                 let mut targets = Vec::new();
                 for it in items {
                     if let Some(s) = it.steps.first() {
@@ -764,13 +853,15 @@ impl Compiler<'_> {
                         self.fail(&it, reason);
                         continue;
                     }
-                    let Some(leaf) = leaf else {
+                    let (Some(leaf), Some(read_as)) = (leaf, read_as) else {
                         self.fail(&it, "the path ends at null".into());
                         continue;
                     };
+                    // A reader schema's promotion is the reader's type; the
+                    // path itself promotes nothing.
                     let fits = match it.target.slot {
-                        Slot::Values => exact(leaf, it.dtype),
-                        Slot::Index(_) => matches!(leaf, Leaf::Int | Leaf::Long),
+                        Slot::Values => exact(read_as, it.dtype),
+                        Slot::Index(_) => matches!(read_as, Leaf::Int | Leaf::Long),
                     };
                     if !fits {
                         let want = match it.target.slot {
@@ -803,6 +894,48 @@ impl Compiler<'_> {
                 }
             }
         }
+    }
+}
+
+/// The program of a value no feature reads: by fixed sizes where the
+/// schema has them, else by schema.
+fn skip(schema: &Schema, node: usize, depth: usize) -> Prog {
+    if let Node::Union(branches) = schema.node(node) {
+        let sizes: Option<Vec<usize>> = branches
+            .iter()
+            .map(|&b| fixed_size(schema, b, depth + 1))
+            .collect();
+        if let Some(sizes) = sizes {
+            return Prog::SkipUnion(sizes);
+        }
+    }
+    match fixed_size(schema, node, depth) {
+        Some(n) if n > 0 => Prog::Take(n),
+        _ => Prog::Skip(node),
+    }
+}
+
+/// Whether a program reads nothing.
+fn skips(p: &Prog) -> bool {
+    matches!(p, Prog::Skip(_) | Prog::Take(_) | Prog::SkipUnion(_))
+}
+
+/// The bytes every value of `node` takes, when that is fixed.
+fn fixed_size(schema: &Schema, node: usize, depth: usize) -> Option<usize> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    match schema.node(node) {
+        Node::Null | Node::Default { .. } => Some(0),
+        Node::Float => Some(4),
+        Node::Double => Some(8),
+        Node::Fixed(n) => Some(*n),
+        Node::Record { fields, .. } => fields
+            .iter()
+            .map(|&(_, f)| fixed_size(schema, f, depth + 1))
+            .sum(),
+        &Node::Skip(n) | &Node::Promote { wire: n, .. } => fixed_size(schema, n, depth + 1),
+        _ => None,
     }
 }
 
@@ -1007,6 +1140,8 @@ impl GeneralPlan {
                 _ => {}
             }
         }
+        let mut root = root;
+        fold_defaults(&mut root, &schema, specs, &outs);
         let roots = std::mem::take(&mut c.roots);
         drop(c);
         Ok(GeneralPlan {
@@ -1019,11 +1154,58 @@ impl GeneralPlan {
     }
 }
 
+/// Turns each reader default whose value features take as it is into
+/// its decoded values, so records do not decode it again.
+fn fold_defaults(p: &mut Prog, schema: &Schema, specs: &[FeatureSpec], outs: &[Out]) {
+    match p {
+        Prog::Default { datum, prog } => {
+            let Prog::Leaf { leaf, targets } = &**prog else {
+                return fold_defaults(prog, schema, specs, outs);
+            };
+            let plain = |t: &Target| {
+                t.slot == Slot::Values
+                    && matches!(
+                        outs[t.feat],
+                        Out::Dense { .. } | Out::Padded { .. } | Out::Ragged
+                    )
+            };
+            if !targets.iter().all(plain) {
+                return;
+            }
+            let mut values = Vec::with_capacity(targets.len());
+            for t in targets {
+                let mut v = Values::new(specs[t.feat].dtype());
+                if read_leaf(&mut Reader::new(datum), schema, *leaf, &mut v).is_err() {
+                    return;
+                }
+                values.push((t.feat, v));
+            }
+            *p = Prog::Const(values);
+        }
+        Prog::Record(fields) => fields
+            .iter_mut()
+            .for_each(|f| fold_defaults(f, schema, specs, outs)),
+        Prog::Union { branches, .. } => branches
+            .iter_mut()
+            .for_each(|b| fold_defaults(b, schema, specs, outs)),
+        Prog::Array { children, .. } | Prog::Map { children, .. } => children
+            .iter_mut()
+            .for_each(|c| fold_defaults(&mut c.prog, schema, specs, outs)),
+        _ => {}
+    }
+}
+
 /// The number of counted dimensions of `feat` in the program (the
 /// deepest level + 1 of its dims).
 fn max_level(p: &Prog, feat: usize) -> usize {
     match p {
-        Prog::Skip(_) | Prog::Leaf { .. } => 0,
+        Prog::Skip(_)
+        | Prog::Take(_)
+        | Prog::SkipUnion(_)
+        | Prog::Leaf { .. }
+        | Prog::Unreadable { .. }
+        | Prog::Const(_) => 0,
+        Prog::Default { prog, .. } => max_level(prog, feat),
         Prog::Record(v) => v.iter().map(|p| max_level(p, feat)).max().unwrap_or(0),
         Prog::Union { branches, .. } => branches
             .iter()
@@ -1052,25 +1234,29 @@ fn max_level(p: &Prog, feat: usize) -> usize {
 enum Fail {
     Datum(DatumError),
     Feature(usize, FeatureProblem),
+    /// A bad datum met while reading this feature.
+    DatumIn(usize, DatumError),
 }
 
-impl From<DatumError> for Fail {
+impl From<DatumError> for Box<Fail> {
+    #[cold]
     fn from(e: DatumError) -> Self {
-        Fail::Datum(e)
+        Box::new(Fail::Datum(e))
     }
 }
 
-type Hot<T> = std::result::Result<T, Fail>;
+/// Boxed, so that the hot loop's results are one word wide.
+type Hot<T> = std::result::Result<T, Box<Fail>>;
 
 /// A value compared by a filter: numbers as numbers, the rest as bytes
 /// (a range of the block, or an enum symbol).
 #[derive(Clone, Copy, Debug)]
-enum Val {
+enum Val<'a> {
     Int(i64),
     Float(f64),
     Bool(bool),
-    Bytes(usize, usize),
-    Symbol(usize, usize),
+    Bytes(&'a [u8]),
+    Symbol(&'a str),
 }
 
 /// Per-decoder scratch of the general path (cloned empty per thread).
@@ -1087,7 +1273,6 @@ pub(crate) struct Scratch {
     sparse_vals: Vec<Option<Values>>,
     /// Selected counts of the arrays being walked (a stack).
     sel: Vec<usize>,
-    roots: Vec<Option<Val>>,
     order: Vec<usize>,
 }
 
@@ -1116,26 +1301,42 @@ impl Scratch {
                 .map(|(s, o)| matches!(o, Out::Sparse { .. }).then(|| Values::new(s.dtype())))
                 .collect();
         }
-        self.roots.resize(plan.roots.len(), None);
     }
 }
 
-struct Run<'a, 'b> {
+/// One record's walk. The datum and the plan share `'a`: a default's
+/// encoding (in the plan) is read as the record's bytes are.
+struct Run<'s, 'a> {
     schema: &'a Schema,
     plan: &'a GeneralPlan,
-    cols: &'a mut [BuilderColumn],
-    st: &'a mut Scratch,
+    cols: &'s mut [BuilderColumn],
+    st: &'s mut Scratch,
     row: i64,
-    buf: &'b [u8],
+    /// The values of `plan.roots` for this record.
+    roots: Vec<Option<Val<'a>>>,
 }
 
-impl<'b> Run<'_, 'b> {
-    fn value(&mut self, r: &mut Reader<'b>, prog: &Prog, depth: usize) -> Hot<()> {
-        if depth > MAX_DEPTH {
-            return Err(r.err("values nest too deeply").into());
-        }
+impl<'a> Run<'_, 'a> {
+    /// `depth` is the program's depth, which compiling bounded by
+    /// `MAX_DEPTH` (deeper paths are refused), so it needs no check here.
+    fn value(&mut self, r: &mut Reader<'a>, prog: &'a Prog, depth: usize) -> Hot<()> {
         match prog {
             Prog::Skip(n) => r.skip(self.schema, *n, depth)?,
+            Prog::Take(n) => {
+                r.take(*n)?;
+            }
+            Prog::SkipUnion(sizes) => {
+                let at = r.pos;
+                let b = r.long()?;
+                let n = usize::try_from(b)
+                    .ok()
+                    .and_then(|b| sizes.get(b))
+                    .ok_or(DatumError {
+                        reason: "union branch index out of range",
+                        offset: at,
+                    })?;
+                r.take(*n)?;
+            }
             Prog::Leaf { leaf, targets } => {
                 if let [t] = targets.as_slice() {
                     self.emit(r, *leaf, *t)?;
@@ -1149,7 +1350,7 @@ impl<'b> Run<'_, 'b> {
             }
             Prog::Record(fields) => {
                 for f in fields {
-                    self.value(r, f, depth + 1)?;
+                    self.step(r, f, depth + 1)?;
                 }
             }
             Prog::Union { branches, nulls } => {
@@ -1170,20 +1371,52 @@ impl<'b> Run<'_, 'b> {
                         return Ok(());
                     }
                 }
-                self.value(r, p, depth + 1)?;
+                self.step(r, p, depth + 1)?;
             }
             Prog::Array {
                 item,
                 min,
                 children,
             } => self.array(r, *item, *min, children, depth)?,
-            Prog::Map { value, children } => self.map(r, *value, children, depth)?,
+            Prog::Map {
+                value,
+                value_size,
+                children,
+            } => self.map(r, *value, *value_size, children, depth)?,
+            Prog::Default { datum, prog } => {
+                self.value(&mut Reader::new(datum), prog, depth + 1)?;
+            }
+            Prog::Const(values) => {
+                for (f, v) in values {
+                    let vals = match &mut self.cols[*f].builder {
+                        ColumnBuilder::Dense(d) => &mut d.values,
+                        ColumnBuilder::Padded(p) => &mut p.values,
+                        ColumnBuilder::Ragged(g) => &mut g.values,
+                        ColumnBuilder::Sparse(s) => &mut s.values,
+                    };
+                    vals.extend_from(v);
+                    self.st.count[*f] += v.len();
+                }
+            }
+            Prog::Unreadable { reason, feat } => {
+                return Err(Box::new(Fail::DatumIn(*feat, r.err(reason))));
+            }
         }
         Ok(())
     }
 
+    /// [`value`](Self::value), with a leaf of one feature read in line
+    /// (most steps are).
     #[inline]
-    fn emit(&mut self, r: &mut Reader<'b>, leaf: Leaf, t: Target) -> Hot<()> {
+    fn step(&mut self, r: &mut Reader<'a>, prog: &'a Prog, depth: usize) -> Hot<()> {
+        match prog {
+            Prog::Leaf { leaf, targets } if targets.len() == 1 => self.emit(r, *leaf, targets[0]),
+            _ => self.value(r, prog, depth),
+        }
+    }
+
+    #[inline]
+    fn emit(&mut self, r: &mut Reader<'a>, leaf: Leaf, t: Target) -> Hot<()> {
         let f = t.feat;
         match t.slot {
             Slot::Index(k) => {
@@ -1201,8 +1434,7 @@ impl<'b> Run<'_, 'b> {
                     ColumnBuilder::Sparse(s) => match &mut self.st.sparse_vals[f] {
                         Some(v) => v,
                         None => {
-                            s.indices.push(self.row);
-                            s.indices.extend_from_slice(&self.st.idx[f]);
+                            push_tuple(&mut s.indices, self.row, &self.st.idx[f]);
                             &mut s.values
                         }
                     },
@@ -1214,7 +1446,7 @@ impl<'b> Run<'_, 'b> {
         Ok(())
     }
 
-    fn hit(&mut self, start: &Reader<'b>, item: usize, sel: &Sel, n: u64) -> Hot<bool> {
+    fn hit(&mut self, start: &Reader<'a>, item: usize, sel: &Sel, n: u64) -> Hot<bool> {
         Ok(match sel {
             Sel::Star => true,
             Sel::Index(i) => *i == n,
@@ -1223,13 +1455,13 @@ impl<'b> Run<'_, 'b> {
                 let a = eval(*start, self.schema, item, lhs)?;
                 let b = match rhs {
                     Rhs::Literal(lit) => {
-                        return Ok(a.is_some_and(|a| eq_literal(a, lit, self.buf, self.schema)));
+                        return Ok(a.is_some_and(|a| eq_literal(a, lit)));
                     }
                     Rhs::Path(p) => eval(*start, self.schema, item, p)?,
-                    Rhs::Root(k) => self.st.roots[*k],
+                    Rhs::Root(k) => self.roots[*k],
                 };
                 match (a, b) {
-                    (Some(a), Some(b)) => eq_vals(a, b, self.buf, self.schema),
+                    (Some(a), Some(b)) => eq_vals(a, b),
                     _ => false,
                 }
             }
@@ -1250,14 +1482,14 @@ impl<'b> Run<'_, 'b> {
             match (&mut self.cols[f].builder, &self.plan.outs[f]) {
                 (ColumnBuilder::Sparse(s), Out::Varlen { dims }) => match dims.get(level) {
                     Some(Some(d)) if *d != n => {
-                        return Err(Fail::Feature(
+                        return Err(Box::new(Fail::Feature(
                             f,
                             FeatureProblem::WrongCount {
                                 dim: Some(level),
                                 expected: *d,
                                 actual: n,
                             },
-                        ));
+                        )));
                     }
                     Some(Some(_)) => {}
                     _ => {
@@ -1279,10 +1511,10 @@ impl<'b> Run<'_, 'b> {
 
     fn array(
         &mut self,
-        r: &mut Reader<'b>,
+        r: &mut Reader<'a>,
         item: usize,
         min: usize,
-        children: &[Child],
+        children: &'a [Child],
         depth: usize,
     ) -> Hot<()> {
         if let [c] = children {
@@ -1308,7 +1540,7 @@ impl<'b> Run<'_, 'b> {
                     let c = &children[0];
                     let sel = self.st.sel[base];
                     self.begin_selected(c, sel);
-                    self.value(r, &c.prog, depth + 1)?;
+                    self.step(r, &c.prog, depth + 1)?;
                     self.st.sel[base] += 1;
                 } else {
                     let start = *r;
@@ -1318,7 +1550,7 @@ impl<'b> Run<'_, 'b> {
                             let mut rc = start;
                             let sel = self.st.sel[base + k];
                             self.begin_selected(c, sel);
-                            self.value(&mut rc, &c.prog, depth + 1)?;
+                            self.step(&mut rc, &c.prog, depth + 1)?;
                             self.st.sel[base + k] += 1;
                             end = Some(rc.pos);
                         }
@@ -1338,7 +1570,7 @@ impl<'b> Run<'_, 'b> {
 
     /// `arr[*]` over an array of leaves, for one feature: values read in
     /// bulk where the encoding allows (floats and doubles are copied).
-    fn leaves(&mut self, r: &mut Reader<'b>, leaf: Leaf, f: usize, c: &Child) -> Hot<()> {
+    fn leaves(&mut self, r: &mut Reader<'a>, leaf: Leaf, f: usize, c: &Child) -> Hot<()> {
         let level = c.dims.first().map(|d| d.1);
         let mut n = 0usize;
         loop {
@@ -1362,8 +1594,7 @@ impl<'b> Run<'_, 'b> {
                         if let Some(l) = level {
                             idx[l] = (n + k) as i64;
                         }
-                        s.indices.push(self.row);
-                        s.indices.extend_from_slice(idx);
+                        push_tuple(&mut s.indices, self.row, idx);
                     }
                 }
             }
@@ -1378,17 +1609,17 @@ impl<'b> Run<'_, 'b> {
             let sel = self.st.sel[base + k];
             match &c.sel {
                 Sel::Index(i) if *i >= n => {
-                    return Err(Fail::Feature(
+                    return Err(Box::new(Fail::Feature(
                         c.first,
                         FeatureProblem::IndexOutOfRange {
                             dim: None,
                             index: i64::try_from(*i).unwrap_or(i64::MAX),
                             size: n as i64,
                         },
-                    ));
+                    )));
                 }
                 Sel::Key(_) if sel == 0 => {
-                    return Err(Fail::Feature(c.first, FeatureProblem::Missing));
+                    return Err(Box::new(Fail::Feature(c.first, FeatureProblem::Missing)));
                 }
                 Sel::Star | Sel::Filter { .. } => self.end_selected(c, sel)?,
                 _ => {}
@@ -1399,9 +1630,10 @@ impl<'b> Run<'_, 'b> {
 
     fn map(
         &mut self,
-        r: &mut Reader<'b>,
+        r: &mut Reader<'a>,
         value: usize,
-        children: &[Child],
+        value_size: Option<usize>,
+        children: &'a [Child],
         depth: usize,
     ) -> Hot<()> {
         let base = self.st.sel.len();
@@ -1418,10 +1650,10 @@ impl<'b> Run<'_, 'b> {
             }
             // Each entry takes at least its key's length byte.
             if count.unsigned_abs() > r.remaining() as u64 {
-                return Err(Fail::Datum(DatumError {
+                return Err(Box::new(Fail::Datum(DatumError {
                     reason: "map block claims more entries than the block holds",
                     offset: at,
-                }));
+                })));
             }
             for _ in 0..count.unsigned_abs() {
                 let key = r.bytes()?;
@@ -1437,14 +1669,19 @@ impl<'b> Run<'_, 'b> {
                         let mut rc = start;
                         let sel = self.st.sel[base + k];
                         self.begin_selected(c, sel);
-                        self.value(&mut rc, &c.prog, depth + 1)?;
+                        self.step(&mut rc, &c.prog, depth + 1)?;
                         self.st.sel[base + k] += 1;
                         end = Some(rc.pos);
                     }
                 }
                 match end {
                     Some(e) => r.pos = e,
-                    None => r.skip(self.schema, value, depth + 1)?,
+                    None => match value_size {
+                        Some(n) => {
+                            r.take(n)?;
+                        }
+                        None => r.skip(self.schema, value, depth + 1)?,
+                    },
                 }
                 n += 1;
             }
@@ -1468,28 +1705,30 @@ impl<'b> Run<'_, 'b> {
             match (&self.plan.outs[f], &mut self.cols[f].builder) {
                 (Out::Dense { row_len, default }, ColumnBuilder::Dense(d)) => {
                     if got > *row_len {
-                        return Err(Fail::Feature(
+                        return Err(Box::new(Fail::Feature(
                             f,
                             FeatureProblem::WrongCount {
                                 dim: None,
                                 expected: *row_len,
                                 actual: got,
                             },
-                        ));
+                        )));
                     }
                     if got < *row_len {
                         match default {
                             Some(v) => d.values.extend_from_range(v, got..*row_len),
-                            None if got == 0 => return Err(Fail::Feature(f, missing(self.st))),
+                            None if got == 0 => {
+                                return Err(Box::new(Fail::Feature(f, missing(self.st))));
+                            }
                             None => {
-                                return Err(Fail::Feature(
+                                return Err(Box::new(Fail::Feature(
                                     f,
                                     FeatureProblem::WrongCount {
                                         dim: None,
                                         expected: *row_len,
                                         actual: got,
                                     },
-                                ));
+                                )));
                             }
                         }
                     }
@@ -1504,7 +1743,7 @@ impl<'b> Run<'_, 'b> {
                     ColumnBuilder::Padded(p),
                 ) => {
                     if *required && got == 0 && self.st.nulled[f] {
-                        return Err(Fail::Feature(f, FeatureProblem::Missing));
+                        return Err(Box::new(Fail::Feature(f, FeatureProblem::Missing)));
                     }
                     let item = (*item_len).max(1);
                     let steps = got.div_ceil(item);
@@ -1513,10 +1752,10 @@ impl<'b> Run<'_, 'b> {
                         match default {
                             Some(v) => p.values.extend_from_range(v, item - short..item),
                             None => {
-                                return Err(Fail::Feature(
+                                return Err(Box::new(Fail::Feature(
                                     f,
                                     FeatureProblem::NotMultiple { item, actual: got },
-                                ));
+                                )));
                             }
                         }
                     }
@@ -1530,6 +1769,16 @@ impl<'b> Run<'_, 'b> {
             }
         }
         Ok(())
+    }
+}
+
+/// Appends one index tuple (the row, then `idx`): value by value, as the
+/// tuples are a few numbers, for which a copy call costs more than it does.
+#[inline]
+fn push_tuple(indices: &mut Vec<i64>, row: i64, idx: &[i64]) {
+    indices.push(row);
+    for &i in idx {
+        indices.push(i);
     }
 }
 
@@ -1551,24 +1800,24 @@ fn sparse_row(
         let lists = &st.sparse_idx[f];
         for (k, ids) in lists.iter().enumerate() {
             if ids.len() != nnz {
-                return Err(Fail::Feature(
+                return Err(Box::new(Fail::Feature(
                     f,
                     FeatureProblem::IndexCountMismatch {
                         dim: Some(k),
                         indices: ids.len(),
                         values: nnz,
                     },
-                ));
+                )));
             }
             if let Some(&bad) = ids.iter().find(|&&i| i < 0 || i >= size[k]) {
-                return Err(Fail::Feature(
+                return Err(Box::new(Fail::Feature(
                     f,
                     FeatureProblem::IndexOutOfRange {
                         dim: Some(k),
                         index: bad,
                         size: size[k],
                     },
-                ));
+                )));
             }
         }
         // Sorted by index tuple, stably, as TensorFlow's SparseFeature
@@ -1596,7 +1845,12 @@ fn sparse_row(
 
 /// Reads the value at `path` (field names, through unions) of the value
 /// of `node` at `r`; `None` when a null or another branch cuts it.
-fn eval(mut r: Reader<'_>, schema: &Schema, mut node: usize, path: &[String]) -> Hot<Option<Val>> {
+fn eval<'a>(
+    mut r: Reader<'a>,
+    schema: &'a Schema,
+    mut node: usize,
+    path: &[String],
+) -> Hot<Option<Val<'a>>> {
     let mut i = 0;
     for _ in 0..=MAX_DEPTH {
         match schema.node(node) {
@@ -1612,7 +1866,7 @@ fn eval(mut r: Reader<'_>, schema: &Schema, mut node: usize, path: &[String]) ->
                     })?;
             }
             Node::Record { fields, .. } if i < path.len() => {
-                let Some(k) = fields.iter().position(|(n, _)| *n == path[i]) else {
+                let Some(k) = field_of(schema, fields, &path[i]) else {
                     return Ok(None);
                 };
                 for &(_, f) in &fields[..k] {
@@ -1621,66 +1875,89 @@ fn eval(mut r: Reader<'_>, schema: &Schema, mut node: usize, path: &[String]) ->
                 node = fields[k].1;
                 i += 1;
             }
+            // A reader-only field: its default.
+            Node::Default { node: n, datum } => {
+                r = Reader::new(datum);
+                node = *n;
+            }
+            Node::Unreadable { reason, .. } => return Err(r.err(reason).into()),
             _ if i < path.len() => return Ok(None),
+            &Node::Promote { wire, reader } => {
+                let v = eval(r, schema, wire, &[])?;
+                return Ok(match (v, schema.node(reader)) {
+                    (Some(Val::Int(x)), Node::Float | Node::Double) => Some(Val::Float(x as f64)),
+                    (v, _) => v,
+                });
+            }
             Node::Int | Node::Long => return Ok(Some(Val::Int(r.long()?))),
             Node::Float => return Ok(Some(Val::Float(r.float()? as f64))),
             Node::Double => return Ok(Some(Val::Float(r.double()?))),
             Node::Boolean => return Ok(Some(Val::Bool(r.boolean()?))),
-            Node::Bytes | Node::String => {
-                let b = r.bytes()?;
-                let end = r.pos;
-                return Ok(Some(Val::Bytes(end - b.len(), end)));
-            }
-            Node::Fixed(n) => {
-                r.take(*n)?;
-                return Ok(Some(Val::Bytes(r.pos - n, r.pos)));
-            }
+            Node::Bytes | Node::String => return Ok(Some(Val::Bytes(r.bytes()?))),
+            Node::Fixed(n) => return Ok(Some(Val::Bytes(r.take(*n)?))),
             Node::Enum { symbols } => {
                 let at = r.pos;
-                let i = r.long()?;
-                let i = usize::try_from(i)
+                let s = usize::try_from(r.long()?)
                     .ok()
-                    .filter(|&i| i < symbols.len())
+                    .and_then(|i| symbols.get(i))
                     .ok_or(DatumError {
                         reason: "enum index out of range",
                         offset: at,
                     })?;
-                return Ok(Some(Val::Symbol(node, i)));
+                return Ok(Some(Val::Symbol(s)));
             }
-            _ => return Ok(None),
+            Node::EnumMap { symbols } => {
+                let at = r.pos;
+                let s = usize::try_from(r.long()?)
+                    .ok()
+                    .and_then(|i| symbols.get(i))
+                    .ok_or(DatumError {
+                        reason: "enum index out of range",
+                        offset: at,
+                    })?;
+                let Some((_, s)) = s else {
+                    return Err(DatumError {
+                        reason: "the writer's enum symbol is not in the reader's enum, \
+                                 which has no default",
+                        offset: at,
+                    }
+                    .into());
+                };
+                return Ok(Some(Val::Symbol(s)));
+            }
+            Node::Null | Node::Array(_) | Node::Map(_) | Node::Record { .. } | Node::Skip(_) => {
+                return Ok(None);
+            }
         }
     }
     Err(r.err("values nest too deeply").into())
 }
 
-fn text<'v>(v: Val, buf: &'v [u8], schema: &'v Schema) -> Option<&'v [u8]> {
+fn text(v: Val<'_>) -> Option<&[u8]> {
     match v {
-        Val::Bytes(a, b) => buf.get(a..b),
-        Val::Symbol(node, i) => match schema.node(node) {
-            Node::Enum { symbols } => symbols.get(i).map(|s| s.as_bytes()),
-            _ => None,
-        },
+        Val::Bytes(b) => Some(b),
+        Val::Symbol(s) => Some(s.as_bytes()),
         _ => None,
     }
 }
 
-fn eq_literal(v: Val, lit: &[u8], buf: &[u8], schema: &Schema) -> bool {
+fn eq_literal(v: Val<'_>, lit: &[u8]) -> bool {
     let s = std::str::from_utf8(lit).unwrap_or("");
     match v {
         Val::Int(i) => s.parse::<i64>() == Ok(i),
         Val::Float(x) => s.parse::<f64>() == Ok(x),
         Val::Bool(b) => s == if b { "true" } else { "false" },
-        _ => text(v, buf, schema) == Some(lit),
+        _ => text(v) == Some(lit),
     }
 }
 
-fn eq_vals(a: Val, b: Val, buf: &[u8], schema: &Schema) -> bool {
+fn eq_vals(a: Val<'_>, b: Val<'_>) -> bool {
     match (a, b) {
         (Val::Int(x), Val::Int(y)) => x == y,
         (Val::Float(x), Val::Float(y)) => x == y,
         (Val::Int(x), Val::Float(y)) | (Val::Float(y), Val::Int(x)) => x as f64 == y,
         (Val::Bool(x), Val::Bool(y)) => x == y,
-        _ => match (text(a, buf, schema), text(b, buf, schema)) {
+        _ => match (text(a), text(b)) {
             (Some(x), Some(y)) => x == y,
             _ => false,
         },
@@ -1726,15 +2003,22 @@ pub(crate) fn decode_block(
         // bytes (and finds exactly the errors) that decoding does.
         out.begin_row();
         let row = out.next_row() as i64;
-        let res = decode_record(plan, st, &mut r, data, row, out.columns_mut());
+        let res = decode_record(plan, st, &mut r, row, out.columns_mut());
         match &res {
             Ok(()) if i >= rows.start => out.end_row(),
             _ => out.discard_row(),
         }
         if let Err(e) = res {
-            return Err(match e {
+            return Err(match *e {
                 Fail::Datum(d) => Error::Datum {
                     at: at().with_record(record).into(),
+                    reason: format!("{} at byte {} of the block", d.reason, d.offset),
+                },
+                Fail::DatumIn(col, d) => Error::Datum {
+                    at: at()
+                        .with_record(record)
+                        .with_feature(specs[col].name())
+                        .into(),
                     reason: format!("{} at byte {} of the block", d.reason, d.offset),
                 },
                 Fail::Feature(col, problem) => Error::Feature {
@@ -1760,11 +2044,10 @@ pub(crate) fn decode_block(
 }
 
 /// Decodes one record into its row.
-fn decode_record<'b>(
-    plan: &GeneralPlan,
+fn decode_record<'a>(
+    plan: &'a GeneralPlan,
     st: &mut Scratch,
-    r: &mut Reader<'b>,
-    buf: &'b [u8],
+    r: &mut Reader<'a>,
     row: i64,
     cols: &mut [BuilderColumn],
 ) -> Hot<()> {
@@ -1778,16 +2061,18 @@ fn decode_record<'b>(
         }
     }
     let schema = &*plan.schema;
-    for (k, path) in plan.roots.iter().enumerate() {
-        st.roots[k] = eval(*r, schema, schema.root, path)?;
-    }
+    let roots = plan
+        .roots
+        .iter()
+        .map(|path| eval(*r, schema, schema.root, path))
+        .collect::<Hot<Vec<_>>>()?;
     let mut run = Run {
         schema,
         plan,
         cols,
         st,
         row,
-        buf,
+        roots,
     };
     run.value(r, &plan.root, 0)?;
     run.finish_row()
@@ -1804,19 +2089,25 @@ pub(crate) struct Plans {
 
 impl Plans {
     /// Compiles (or reuses) the plan of `file`'s writer schema.
+    /// With a reader schema, the plan is compiled from the writer schema
+    /// resolved against it, so paths name the reader's fields.
     pub(crate) fn add_schema(
         &mut self,
         specs: &[FeatureSpec],
+        reader: Option<&ReaderSchema>,
         file: Arc<str>,
         schema_json: &str,
     ) -> Result<()> {
         let plan = match self.by_schema.get(schema_json) {
             Some(p) => p.clone(),
             None => {
-                let schema = Schema::parse(schema_json).map_err(|reason| Error::BadHeader {
+                let mut schema = Schema::parse(schema_json).map_err(|reason| Error::BadHeader {
                     file: file.clone(),
                     reason: format!("bad writer schema: {reason}"),
                 })?;
+                if let Some(reader) = reader {
+                    schema = resolve(&schema, reader, &file)?;
+                }
                 let plan = Arc::new(GeneralPlan::compile(Arc::new(schema), specs, &file)?);
                 self.by_schema.insert(schema_json.to_string(), plan.clone());
                 plan

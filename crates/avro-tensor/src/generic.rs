@@ -430,14 +430,13 @@ impl serde::Serialize for DatumJson<'_, '_> {
             value,
             field: self.field,
         };
-        // Under a reader schema: a default or a promoted value is a value
-        // of the reader's type.
-        if let Node::Default { node, .. } | Node::Promote { reader: node, .. } =
-            self.schema.node(self.node)
-        {
-            return at(*node, self.value).serialize(s);
-        }
-        if let Some(logical) = self.schema.logical(self.node) {
+        // Under a reader schema, a value is shown as the reader's type.
+        let node = match *self.schema.node(self.node) {
+            Node::Default { node, .. } => node,
+            Node::Promote { reader, .. } => reader,
+            _ => self.node,
+        };
+        if let Some(logical) = self.schema.logical(node) {
             let text =
                 crate::logical::to_text(logical, self.value).map_err(|e| match self.field {
                     "" => S::Error::custom(e),
@@ -447,7 +446,7 @@ impl serde::Serialize for DatumJson<'_, '_> {
                 return s.serialize_str(&text);
             }
         }
-        match (self.schema.node(self.node), self.value) {
+        match (self.schema.node(node), self.value) {
             (Node::Array(items), AvroValue::Array(values)) => {
                 let mut seq = s.serialize_seq(Some(values.len()))?;
                 for v in values {
@@ -477,7 +476,7 @@ impl serde::Serialize for DatumJson<'_, '_> {
             }
             (Node::Record { fields, .. }, AvroValue::Record(values)) => {
                 let mut map = s.serialize_map(Some(values.len()))?;
-                // Writer fields the reader schema lacks were read, not kept.
+                // Writer fields the reader drops hold no value.
                 let kept = fields
                     .iter()
                     .filter(|(_, f)| !matches!(self.schema.node(*f), Node::Skip(_)));

@@ -7,6 +7,7 @@ mod decode;
 mod differential;
 mod errors;
 mod evolution;
+mod evolution_keyexpr;
 mod generic;
 mod generic_differential;
 mod hostile;
