@@ -1546,7 +1546,14 @@ impl<'a> Run<'_, 'a> {
                     let start = *r;
                     let mut end = None;
                     for (k, c) in children.iter().enumerate() {
-                        if self.hit(&start, item, &c.sel, n)? {
+                        // Stars and indices decided here: `hit` is out of
+                        // line, for filters.
+                        let hit = match &c.sel {
+                            Sel::Star => true,
+                            Sel::Index(i) => *i == n,
+                            sel => self.hit(&start, item, sel, n)?,
+                        };
+                        if hit {
                             let mut rc = start;
                             let sel = self.st.sel[base + k];
                             self.begin_selected(c, sel);
