@@ -118,8 +118,23 @@ struct Child {
     prog: Prog,
     /// Variable dimensions this selector counts: (feature, level).
     dims: Vec<(usize, usize)>,
+    /// What closing each of `dims` does, chosen once the features'
+    /// outputs are known (so records do not match on them).
+    closes: Vec<(usize, Close)>,
     /// A feature below, named when an index or key is missing.
     first: usize,
+}
+
+/// What closing a counted dimension at `n` selected elements does.
+#[derive(Clone, Copy, Debug)]
+enum Close {
+    /// A varlen dimension of fixed size: `n` must be it.
+    Check { level: usize, size: usize },
+    /// A varlen dimension of any size: the shape grows to `n`.
+    Widen(usize),
+    /// A ragged dimension below the first: `n` is a row length of this
+    /// partition.
+    Partition(usize),
 }
 
 /// What to do with one value of a schema node.
@@ -803,6 +818,7 @@ impl Compiler<'_> {
                                 sel,
                                 prog: Prog::Skip(inner),
                                 dims: Vec::new(),
+                                closes: Vec::new(),
                                 first: it.target.feat,
                             });
                             groups.push(Vec::new());
@@ -1142,6 +1158,7 @@ impl GeneralPlan {
         }
         let mut root = root;
         fold_defaults(&mut root, &schema, specs, &outs);
+        plan_closes(&mut root, &outs);
         let roots = std::mem::take(&mut c.roots);
         drop(c);
         Ok(GeneralPlan {
@@ -1191,6 +1208,36 @@ fn fold_defaults(p: &mut Prog, schema: &Schema, specs: &[FeatureSpec], outs: &[O
         Prog::Array { children, .. } | Prog::Map { children, .. } => children
             .iter_mut()
             .for_each(|c| fold_defaults(&mut c.prog, schema, specs, outs)),
+        _ => {}
+    }
+}
+
+/// Fills each selector's `closes` from its `dims` and the outputs.
+fn plan_closes(p: &mut Prog, outs: &[Out]) {
+    match p {
+        Prog::Default { prog, .. } => plan_closes(prog, outs),
+        Prog::Record(fields) => fields.iter_mut().for_each(|f| plan_closes(f, outs)),
+        Prog::Union { branches, .. } => branches.iter_mut().for_each(|b| plan_closes(b, outs)),
+        Prog::Array { children, .. } | Prog::Map { children, .. } => {
+            for c in children {
+                c.closes = c
+                    .dims
+                    .iter()
+                    .filter_map(|&(f, level)| {
+                        let close = match &outs[f] {
+                            Out::Varlen { dims } => match dims.get(level)? {
+                                Some(size) => Close::Check { level, size: *size },
+                                None => Close::Widen(level),
+                            },
+                            Out::Ragged if level > 0 => Close::Partition(level - 1),
+                            _ => return None,
+                        };
+                        Some((f, close))
+                    })
+                    .collect();
+                plan_closes(&mut c.prog, outs);
+            }
+        }
         _ => {}
     }
 }
@@ -1478,28 +1525,25 @@ impl<'a> Run<'_, 'a> {
 
     /// Closes the dimensions counted by `c` at `n` selected elements.
     fn end_selected(&mut self, c: &Child, n: usize) -> Hot<()> {
-        for &(f, level) in &c.dims {
-            match (&mut self.cols[f].builder, &self.plan.outs[f]) {
-                (ColumnBuilder::Sparse(s), Out::Varlen { dims }) => match dims.get(level) {
-                    Some(Some(d)) if *d != n => {
-                        return Err(Box::new(Fail::Feature(
-                            f,
-                            FeatureProblem::WrongCount {
-                                dim: Some(level),
-                                expected: *d,
-                                actual: n,
-                            },
-                        )));
+        for &(f, close) in &c.closes {
+            match (close, &mut self.cols[f].builder) {
+                (Close::Check { level, size }, _) if size != n => {
+                    return Err(Box::new(Fail::Feature(
+                        f,
+                        FeatureProblem::WrongCount {
+                            dim: Some(level),
+                            expected: size,
+                            actual: n,
+                        },
+                    )));
+                }
+                (Close::Widen(level), ColumnBuilder::Sparse(s)) => {
+                    if let Some(s) = s.shape.get_mut(level) {
+                        *s = (*s).max(n as i64);
                     }
-                    Some(Some(_)) => {}
-                    _ => {
-                        if let Some(s) = s.shape.get_mut(level) {
-                            *s = (*s).max(n as i64);
-                        }
-                    }
-                },
-                (ColumnBuilder::Ragged(g), _) if level > 0 => {
-                    if let Some(p) = g.partitions.get_mut(level - 1) {
+                }
+                (Close::Partition(p), ColumnBuilder::Ragged(g)) => {
+                    if let Some(p) = g.partitions.get_mut(p) {
                         p.values.push(n as i64);
                     }
                 }
@@ -1546,7 +1590,14 @@ impl<'a> Run<'_, 'a> {
                     let start = *r;
                     let mut end = None;
                     for (k, c) in children.iter().enumerate() {
-                        if self.hit(&start, item, &c.sel, n)? {
+                        // Stars and indices decided here: `hit` is out of
+                        // line, for filters.
+                        let hit = match &c.sel {
+                            Sel::Star => true,
+                            Sel::Index(i) => *i == n,
+                            sel => self.hit(&start, item, sel, n)?,
+                        };
+                        if hit {
                             let mut rc = start;
                             let sel = self.st.sel[base + k];
                             self.begin_selected(c, sel);
