@@ -26,6 +26,36 @@ enum Fail {
     Feature(usize, FeatureProblem),
 }
 
+/// Where a block's decoding stopped, once rows up to `end` of its
+/// `record_count` are decoded: an error when the last record is decoded
+/// and bytes are left (both plans end a block this way).
+pub(crate) fn block_end(
+    r: &Reader,
+    end: usize,
+    record_count: usize,
+    at: Location,
+) -> Result<usize> {
+    if end == record_count && !r.at_end() {
+        return Err(Error::Datum {
+            at: at.into(),
+            reason: format!(
+                "{} bytes left after the block's {record_count} records",
+                r.remaining()
+            ),
+        });
+    }
+    Ok(r.pos)
+}
+
+/// A bad datum of a block, at `at` (its record, and its feature if
+/// known).
+pub(crate) fn datum_error(at: Location, d: DatumError) -> Error {
+    Error::Datum {
+        at: at.into(),
+        reason: format!("{} at byte {} of the block", d.reason, d.offset),
+    }
+}
+
 impl From<DatumError> for Fail {
     fn from(e: DatumError) -> Self {
         Fail::Datum(e)
@@ -432,10 +462,7 @@ impl AvroDecoder {
             };
             if let Err(e) = res {
                 return Err(match e {
-                    Fail::Datum(d) => Error::Datum {
-                        at: at().with_record(record).into(),
-                        reason: format!("{} at byte {} of the block", d.reason, d.offset),
-                    },
+                    Fail::Datum(d) => datum_error(at().with_record(record), d),
                     Fail::Feature(col, problem) => Error::Feature {
                         at: at()
                             .with_record(record)
@@ -446,16 +473,7 @@ impl AvroDecoder {
                 });
             }
         }
-        if end == record_count && !r.at_end() {
-            return Err(Error::Datum {
-                at: at().into(),
-                reason: format!(
-                    "{} bytes left after the block's {record_count} records",
-                    r.remaining()
-                ),
-            });
-        }
-        Ok(r.pos)
+        block_end(&r, end, record_count, at())
     }
 
     /// Finishes a batch.

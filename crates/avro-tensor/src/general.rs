@@ -20,7 +20,7 @@ use grist_tensor::{
 };
 
 use crate::datum::{DatumError, MAX_DEPTH, Reader};
-use crate::decoder::{leaf_size, read_leaf, read_leaves};
+use crate::decoder::{block_end, datum_error, leaf_size, read_leaf, read_leaves};
 use crate::error::{Error, Result};
 use crate::keyexpr::{self, KeyExpr, Operand, Step};
 use crate::plan::Leaf;
@@ -2061,17 +2061,10 @@ pub(crate) fn decode_block(
         }
         if let Err(e) = res {
             return Err(match *e {
-                Fail::Datum(d) => Error::Datum {
-                    at: at().with_record(record).into(),
-                    reason: format!("{} at byte {} of the block", d.reason, d.offset),
-                },
-                Fail::DatumIn(col, d) => Error::Datum {
-                    at: at()
-                        .with_record(record)
-                        .with_feature(specs[col].name())
-                        .into(),
-                    reason: format!("{} at byte {} of the block", d.reason, d.offset),
-                },
+                Fail::Datum(d) => datum_error(at().with_record(record), d),
+                Fail::DatumIn(col, d) => {
+                    datum_error(at().with_record(record).with_feature(specs[col].name()), d)
+                }
                 Fail::Feature(col, problem) => Error::Feature {
                     at: at()
                         .with_record(record)
@@ -2082,16 +2075,7 @@ pub(crate) fn decode_block(
             });
         }
     }
-    if end == record_count && !r.at_end() {
-        return Err(Error::Datum {
-            at: at().into(),
-            reason: format!(
-                "{} bytes left after the block's {record_count} records",
-                r.remaining()
-            ),
-        });
-    }
-    Ok(r.pos)
+    block_end(&r, end, record_count, at())
 }
 
 /// Decodes one record into its row.
