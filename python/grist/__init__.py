@@ -37,6 +37,7 @@ __all__ = [
     "read_batches",
     "infer_spec",
     "count",
+    "convert",
     "GristError",
     "SpecError",
     "DataError",
@@ -257,3 +258,51 @@ def infer_spec(paths: PathsLike, *, records: int = 100, format: Optional[str] = 
 def count(paths: PathsLike, *, format: Optional[str] = None) -> int:
     """The number of records of ``paths`` (every check of the format made)."""
     return _grist.count(_paths(paths), format)
+
+
+def convert(
+    inputs: PathsLike,
+    output: Union[str, "os.PathLike[str]"],
+    to: str,
+    spec: Any = None,
+    *,
+    compression: Optional[str] = None,
+    codec: Optional[str] = None,
+    records_per_file: Optional[int] = None,
+    files: Optional[int] = None,
+    threads: Optional[int] = None,
+    shard: Optional[tuple[int, int]] = None,
+    lossy: bool = False,
+    force: bool = False,
+    verify: bool = False,
+) -> dict:
+    """Converts ``inputs`` into ``part-00000.<ext>``, ... files of format
+    ``to`` in the folder (or object-store prefix) ``output``, with
+    ``spec.json`` and ``manifest.json`` beside them.
+
+    Records keep their order. Without ``spec`` it is inferred. What the
+    target cannot hold is refused before any output exists (``lossy=True``
+    allows narrowing, e.g. float64 to tf.Example's float32). A rerun with
+    the same arguments resumes; ``force`` replaces another conversion's
+    outputs; ``shard=(index, count)`` converts one share (merge with the
+    CLI's ``grist merge``); ``verify`` reads every output back with every
+    check of the format.
+
+    Returns the report: records, bytes, files ([{path, records, bytes}]),
+    skipped_parts, skipped_records, encoded_records, up_to_date, spec,
+    spec_path, manifest_path, notes.
+    """
+    spec_json, spec_path = _spec(spec)
+    args = {
+        "compression": compression,
+        "codec": codec,
+        "records_per_file": None if records_per_file is None else int(records_per_file),
+        "files": None if files is None else int(files),
+        "threads": None if threads is None else int(threads),
+        "shard": None if shard is None else (int(shard[0]), int(shard[1])),
+        "lossy": bool(lossy),
+        "force": bool(force),
+        "verify": bool(verify),
+    }
+    report = _grist.convert(_paths(inputs), os.fspath(output), to, spec_json, spec_path, args)
+    return json.loads(report)

@@ -57,16 +57,14 @@ pub(crate) fn given_spec(
 
 /// The spec of `inputs` as `format` infers it (Avro: the writer schema;
 /// the others: sampling the first `records` records).
-pub(crate) fn infer(
-    format: &Arc<dyn Format>,
-    inputs: &[Input],
-    records: u64,
-) -> Result<SpecFile> {
+pub(crate) fn infer(format: &Arc<dyn Format>, inputs: &[Input], records: u64) -> Result<SpecFile> {
     let mut options = InferOptions::default();
     options.records = records;
     let inferred = format.infer_spec(inputs, &options)?;
     let spec = inferred.spec;
-    if spec.features.is_empty() && spec.context_features.is_empty() && spec.sequence_features.is_empty()
+    if spec.features.is_empty()
+        && spec.context_features.is_empty()
+        && spec.sequence_features.is_empty()
     {
         return Err(Failure::argument(format!(
             "no feature of the {} sources could be inferred: a spec is needed",

@@ -31,6 +31,7 @@ fn _grist(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<arrow::ArrowBatch>()?;
     m.add_function(wrap_pyfunction!(functions::infer_spec_json, m)?)?;
     m.add_function(wrap_pyfunction!(functions::count, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::convert, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -160,10 +160,9 @@ impl PyLoader {
             "numpy" => false,
             "arrow" => true,
             other => {
-                return Err(Failure::argument(format!(
-                    "output {other:?}: \"numpy\" or \"arrow\""
-                ))
-                .into());
+                return Err(
+                    Failure::argument(format!("output {other:?}: \"numpy\" or \"arrow\"")).into(),
+                );
             }
         };
         let args = Args {
@@ -195,7 +194,9 @@ impl PyLoader {
     /// The next batch (a dict of arrays, or an Arrow batch exporter), or
     /// `None` at the end.
     fn next_batch(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let batch = self.with(py, |loader| loader.next_batch().transpose().map_err(Into::into))?;
+        let batch = self.with(py, |loader| {
+            loader.next_batch().transpose().map_err(Into::into)
+        })?;
         let Some(batch) = batch else {
             return Ok(None);
         };
