@@ -113,6 +113,17 @@ pub(crate) fn build(args: Args) -> Result<(Loader, SpecFile, Arc<dyn Format>)> {
     Ok((loader, spec, format))
 }
 
+/// Whether `output` asks for Arrow record batches (rather than numpy).
+pub(crate) fn output_is_arrow(output: &str) -> Result<bool> {
+    match output {
+        "numpy" => Ok(false),
+        "arrow" => Ok(true),
+        other => Err(Failure::argument(format!(
+            "output {other:?}: \"numpy\" or \"arrow\""
+        ))),
+    }
+}
+
 impl PyLoader {
     /// Runs `f` on the open loader without the GIL.
     fn with<T: Send>(
@@ -156,15 +167,7 @@ impl PyLoader {
         random_access: String,
         output: &str,
     ) -> PyResult<Self> {
-        let arrow = match output {
-            "numpy" => false,
-            "arrow" => true,
-            other => {
-                return Err(
-                    Failure::argument(format!("output {other:?}: \"numpy\" or \"arrow\"")).into(),
-                );
-            }
-        };
+        let arrow = output_is_arrow(output)?;
         let args = Args {
             paths,
             spec_json,
