@@ -121,6 +121,9 @@ class Loader:
         reader_schema: an Avro reader schema (dict, JSON text or ``.avsc`` path).
         random_access: "auto", "off" or "required" (read records by number).
         output: "numpy" (dicts of arrays) or "arrow" (``pyarrow.RecordBatch``).
+        payload: FFRecord only: what the samples hold, "example" (serialized
+            tf.Example, the default), "ofrecord", or "raw" (the bytes of one
+            dense tensor; a string feature of shape [] gets each sample's bytes).
 
     The GIL is released while batches are read and decoded.
     """
@@ -143,6 +146,7 @@ class Loader:
         reader_schema: Any = None,
         random_access: str = "auto",
         output: str = "numpy",
+        payload: Optional[str] = None,
     ) -> None:
         spec_json, spec_path = _spec(spec)
         if shard is not None:
@@ -165,6 +169,7 @@ class Loader:
             _json_arg(reader_schema, "reader_schema"),
             random_access,
             output,
+            payload,
         )
         self._spec: Optional[Any] = None
 
@@ -326,6 +331,7 @@ class RecordReader:
         spec: as for ``Loader``.
         format: as for ``Loader``.
         output: "numpy" or "arrow".
+        payload: as for ``Loader`` (FFRecord).
     """
 
     def __init__(
@@ -335,10 +341,13 @@ class RecordReader:
         *,
         format: Optional[str] = None,
         output: str = "numpy",
+        payload: Optional[str] = None,
     ) -> None:
         spec_json, spec_path = _spec(spec)
         self._output = output
-        self._inner = _grist._RecordReader(_paths(paths), spec_json, spec_path, format, output)
+        self._inner = _grist._RecordReader(
+            _paths(paths), spec_json, spec_path, format, output, payload
+        )
         self._len = len(self._inner)
         self._spec: Optional[Any] = None
 

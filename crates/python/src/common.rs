@@ -25,7 +25,26 @@ pub(crate) fn expand(
     paths: &[String],
     format: Option<&str>,
 ) -> Result<(Arc<dyn Format>, Vec<Input>)> {
-    let format = format.map(self::format).transpose()?;
+    expand_with(storage, paths, format, None)
+}
+
+/// [`expand`], the format configured with FFRecord's `payload` (the
+/// payloads' kind: `example`, `ofrecord`, `raw`) when given.
+pub(crate) fn expand_with(
+    storage: &Storage,
+    paths: &[String],
+    format: Option<&str>,
+    payload: Option<&str>,
+) -> Result<(Arc<dyn Format>, Vec<Input>)> {
+    // Only FFRecord has payloads of several kinds.
+    let format = match (format, payload) {
+        (None, Some(_)) => Some("ffrecord"),
+        (f, _) => f,
+    };
+    let mut format = format.map(self::format).transpose()?;
+    if let (Some(f), Some(payload)) = (&format, payload) {
+        format = Some(f.configure("payload", payload)?);
+    }
     Ok(grist::registry().expand(storage, paths, format)?)
 }
 

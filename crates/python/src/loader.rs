@@ -31,6 +31,7 @@ pub(crate) struct Args {
     pub(crate) spec_json: Option<String>,
     pub(crate) spec_path: Option<String>,
     pub(crate) format: Option<String>,
+    pub(crate) payload: Option<String>,
     pub(crate) batch_size: Option<usize>,
     pub(crate) shuffle: bool,
     pub(crate) seed: u64,
@@ -68,7 +69,12 @@ pub(crate) fn build(args: Args) -> Result<(Loader, SpecFile, Arc<dyn Format>)> {
             )));
         }
     };
-    let (format, inputs) = common::expand(&storage, &args.paths, args.format.as_deref())?;
+    let (format, inputs) = common::expand_with(
+        &storage,
+        &args.paths,
+        args.format.as_deref(),
+        args.payload.as_deref(),
+    )?;
     let mut spec = match common::given_spec(
         &storage,
         args.spec_json.as_deref(),
@@ -146,7 +152,7 @@ impl PyLoader {
     #[new]
     #[pyo3(signature = (paths, spec_json, spec_path, format, batch_size, shuffle, seed,
         shuffle_buffer, threads, shard, shard_mode, epochs, drop_remainder, reader_schema,
-        random_access, output))]
+        random_access, output, payload = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -166,6 +172,7 @@ impl PyLoader {
         reader_schema: Option<String>,
         random_access: String,
         output: &str,
+        payload: Option<String>,
     ) -> PyResult<Self> {
         let arrow = output_is_arrow(output)?;
         let args = Args {
@@ -173,6 +180,7 @@ impl PyLoader {
             spec_json,
             spec_path,
             format,
+            payload,
             batch_size,
             shuffle,
             seed,

@@ -45,10 +45,11 @@ impl PyRecordReader {
         spec_json: Option<&str>,
         spec_path: Option<&str>,
         format: Option<&str>,
+        payload: Option<&str>,
         arrow: bool,
     ) -> Result<Self> {
         let storage = common::storage();
-        let (format, inputs) = common::expand(&storage, paths, format)?;
+        let (format, inputs) = common::expand_with(&storage, paths, format, payload)?;
         // Refuses, naming the file, what cannot be read by number (a
         // TFRecord file without its index, ...).
         format.random_access(&inputs, RandomAccess::Required, false)?;
@@ -106,7 +107,7 @@ impl PyRecordReader {
 #[pymethods]
 impl PyRecordReader {
     #[new]
-    #[pyo3(signature = (paths, spec_json, spec_path, format, output))]
+    #[pyo3(signature = (paths, spec_json, spec_path, format, output, payload = None))]
     fn new(
         py: Python<'_>,
         paths: Vec<String>,
@@ -114,6 +115,7 @@ impl PyRecordReader {
         spec_path: Option<String>,
         format: Option<String>,
         output: &str,
+        payload: Option<String>,
     ) -> PyResult<Self> {
         let arrow = crate::loader::output_is_arrow(output)?;
         Ok(py.detach(|| {
@@ -122,6 +124,7 @@ impl PyRecordReader {
                 spec_json.as_deref(),
                 spec_path.as_deref(),
                 format.as_deref(),
+                payload.as_deref(),
                 arrow,
             )
         })?)
