@@ -76,7 +76,7 @@ impl State {
     }
 
     fn write(&mut self, batch: &Batch) -> Result<()> {
-        let open = self.open(|| unreachable_spec())?;
+        let open = self.open(no_spec)?;
         open.records.clear();
         open.encoder.encode(batch, &mut open.records)?;
         for record in open.records.iter() {
@@ -86,8 +86,8 @@ impl State {
     }
 }
 
-/// `State::write` runs after the spec is known.
-fn unreachable_spec() -> Result<SpecFile> {
+/// The spec of a writer given none that has not seen a batch yet.
+fn no_spec() -> Result<SpecFile> {
     Err(Failure::argument(
         "no spec: give one, or write a batch first",
     ))
@@ -143,7 +143,7 @@ impl PyWriter {
         // With a spec, refuse what the format cannot hold now, before
         // anything is written.
         if state.spec.is_some() {
-            py.detach(|| state.open(unreachable_spec).map(|_| ()))?;
+            py.detach(|| state.open(no_spec).map(|_| ()))?;
         }
         Ok(PyWriter {
             state: Mutex::new(state),
@@ -251,7 +251,7 @@ impl PyWriter {
                     state.path
                 )));
             }
-            state.open(unreachable_spec)?;
+            state.open(no_spec)?;
             let open = state.open.take().expect("opened above");
             state.done = true;
             let spec = open.encoder.spec().to_json();

@@ -28,9 +28,12 @@ fn repo() -> PathBuf {
 fn run(what: &str, cmd: &mut Command) {
     eprintln!("grist-python: {what}: {cmd:?}");
     let start = Instant::now();
-    let status = cmd
-        .status()
-        .unwrap_or_else(|e| panic!("{what}: cannot start {cmd:?}: {e}"));
+    let status = cmd.status().unwrap_or_else(|e| {
+        panic!(
+            "{what}: cannot start {cmd:?}: {e} (the Python tests need python3 >= 3.9 on PATH, \
+                 or PYTHON naming one; GRIST_SKIP_PYTHON=1 skips them)"
+        )
+    });
     eprintln!(
         "grist-python: {what}: {status} in {:.1} s",
         start.elapsed().as_secs_f64()
