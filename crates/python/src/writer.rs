@@ -23,6 +23,21 @@ use crate::errors::{Failure, Result};
 #[pyclass(module = "grist._grist", name = "_Writer")]
 pub(crate) struct PyWriter {
     state: Mutex<State>,
+    /// The process that created it: a forked child leaves the parent's
+    /// file alone (see `crate::loader::drop_here`).
+    pid: u32,
+}
+
+impl Drop for PyWriter {
+    fn drop(&mut self) {
+        let open = self
+            .state
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .open
+            .take();
+        crate::loader::drop_here(open, self.pid);
+    }
 }
 
 #[derive(Debug)]
@@ -147,6 +162,7 @@ impl PyWriter {
         }
         Ok(PyWriter {
             state: Mutex::new(state),
+            pid: std::process::id(),
         })
     }
 
@@ -277,6 +293,24 @@ impl PyWriter {
                 .open
                 .as_ref()
                 .map_or(0, |o| o.sink.records())
+        })
+    }
+
+    /// The spec (JSON text) that reads the file back, once known (given,
+    /// or taken from the first batch).
+    #[getter]
+    fn spec_json(&self, py: Python<'_>) -> Option<String> {
+        py.detach(|| {
+            let state = lock(&self.state);
+            match (&state.open, &state.spec) {
+                (Some(open), _) => Some(open.encoder.spec().to_json()),
+                (None, Some(spec)) => state
+                    .format
+                    .write_spec(spec, &state.options)
+                    .ok()
+                    .map(|s| s.to_json()),
+                (None, None) => None,
+            }
         })
     }
 
