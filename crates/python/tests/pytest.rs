@@ -105,13 +105,13 @@ fn python_package_tests_pass() {
 
     // The extension, built by maturin (as a user's `pip install ./python`
     // would) and installed into the venv (editable: python/grist is the
-    // package, the built library copied into it).
+    // package, the built library copied into it). maturin finds
+    // python/pyproject.toml in its working folder, and the crate through
+    // it.
     run(
         "building the extension (maturin develop)",
         Command::new(bin.join("maturin"))
             .arg("develop")
-            .arg("--manifest-path")
-            .arg(repo.join("crates/python/Cargo.toml"))
             .current_dir(repo.join("python"))
             .env("VIRTUAL_ENV", &venv)
             .env("PATH", prepend_path(&bin))
