@@ -4,6 +4,18 @@
 //! argument normalisation, iteration, docstrings and type stubs live
 //! there, the work here, with the GIL released while grist reads,
 //! decodes and writes.
+//!
+//! ```python
+//! import grist
+//!
+//! loader = grist.Loader("data/", "data/spec.json", batch_size=1024, shuffle=True, seed=7)
+//! for batch in loader:
+//!     x = batch["x"]                   # np.ndarray [1024, ...], the Rust buffer itself
+//!     state = loader.state_dict()      # exact resume with load_state_dict(state)
+//! ```
+//!
+//! Built and tested by maturin and pytest (`tests/pytest.rs`); see
+//! `docs/PYTHON.md`.
 
 use pyo3::prelude::*;
 
