@@ -973,7 +973,8 @@ impl Loader {
             b.remaining -= r.taken as usize;
         }
         if b.remaining > 0 {
-            self.remaining += b.remaining;
+            // Saturating: a chunk's count is claimed by the data.
+            self.remaining = self.remaining.saturating_add(b.remaining);
             self.buffer.push(Box::new(b));
         }
         Ok(())

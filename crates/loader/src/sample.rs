@@ -14,30 +14,78 @@ use crate::rng::SplitMix64;
 /// its range. `O(n + rows / 64 + chunks)`, with one predictable branch per
 /// draw: a Fenwick tree descent per row cost a mispredicted branch per
 /// level, 2.5% of a shuffled Avro batch's time on the loader's thread.
+/// When the rows are far more than the marks, the marks go in a set.
 pub(crate) fn block_sample(remaining: &[usize], n: usize, rng: &mut SplitMix64) -> Vec<usize> {
-    let total: usize = remaining.iter().sum();
+    let total = sum(remaining);
+    let marks = marks(total, n.min(total));
+    // A bitmap over all the rows, unless it would be much larger than the
+    // marks themselves: chunk record counts come from the data (an Avro
+    // block header claims its count before its bytes are inflated and
+    // checked), and a claim of 2^50 rows must not become 2^44 words.
+    sample_with(remaining, n, rng, total.div_ceil(64) > 4 * marks + 4096)
+}
+
+/// The rows of all the chunks (saturating: claimed counts can be anything).
+fn sum(remaining: &[usize]) -> usize {
+    remaining.iter().fold(0, |a, &r| a.saturating_add(r))
+}
+
+/// How many rows are marked when `n` of `total` are drawn.
+fn marks(total: usize, n: usize) -> usize {
+    if n > total / 2 { total - n } else { n }
+}
+
+/// [`block_sample`] with the marked rows kept in a bitmap or, with
+/// `sparse`, in a set: the same draws, so the same counts either way.
+fn sample_with(remaining: &[usize], n: usize, rng: &mut SplitMix64, sparse: bool) -> Vec<usize> {
+    let total = sum(remaining);
     let n = n.min(total);
     let left_out = n > total / 2;
-    let marks = if left_out { total - n } else { n };
-    let mut bits = vec![0u64; total.div_ceil(64)];
-    let mut marked = 0;
-    while marked < marks {
-        let row = rng.below(total as u64) as usize;
-        let (word, bit) = (row / 64, 1u64 << (row % 64));
-        if bits[word] & bit == 0 {
-            bits[word] |= bit;
-            marked += 1;
+    let marks = marks(total, n);
+    let counts = if sparse {
+        let mut set = std::collections::HashSet::with_capacity(marks);
+        while set.len() < marks {
+            set.insert(rng.below(total as u64) as usize);
         }
+        let mut rows: Vec<usize> = set.into_iter().collect();
+        rows.sort_unstable();
+        let mut start = 0usize;
+        remaining
+            .iter()
+            .map(|&r| {
+                let end = start.saturating_add(r);
+                let from = rows.partition_point(|&x| x < start);
+                let to = rows.partition_point(|&x| x < end);
+                start = end;
+                to - from
+            })
+            .collect::<Vec<_>>()
+    } else {
+        let mut bits = vec![0u64; total.div_ceil(64)];
+        let mut marked = 0;
+        while marked < marks {
+            let row = rng.below(total as u64) as usize;
+            let (word, bit) = (row / 64, 1u64 << (row % 64));
+            if bits[word] & bit == 0 {
+                bits[word] |= bit;
+                marked += 1;
+            }
+        }
+        let mut start = 0;
+        remaining
+            .iter()
+            .map(|&r| {
+                let set = ones(&bits, start, start + r);
+                start += r;
+                set
+            })
+            .collect()
+    };
+    if left_out {
+        counts.iter().zip(remaining).map(|(c, r)| r - c).collect()
+    } else {
+        counts
     }
-    let mut start = 0;
-    remaining
-        .iter()
-        .map(|&r| {
-            let set = ones(&bits, start, start + r);
-            start += r;
-            if left_out { r - set } else { set }
-        })
-        .collect()
 }
 
 /// The set bits of `bits` in `from..to`.
@@ -73,6 +121,29 @@ mod tests {
             assert_eq!(counts.iter().sum::<usize>(), n.min(total));
             assert!(counts.iter().zip(&remaining).all(|(c, r)| c <= r));
         }
+    }
+
+    #[test]
+    fn a_set_of_marks_draws_as_the_bitmap_does() {
+        let mut rng = SplitMix64::new(9);
+        for _ in 0..300 {
+            let k = 1 + rng.below(12) as usize;
+            let remaining: Vec<usize> = (0..k).map(|_| rng.below(200) as usize).collect();
+            let total: usize = remaining.iter().sum();
+            let n = rng.below(total as u64 + 3) as usize;
+            let seed = rng.next_u64();
+            let bitmap = sample_with(&remaining, n, &mut SplitMix64::new(seed), false);
+            let set = sample_with(&remaining, n, &mut SplitMix64::new(seed), true);
+            assert_eq!(bitmap, set, "{remaining:?}, n = {n}");
+        }
+    }
+
+    #[test]
+    fn a_huge_claimed_chunk_allocates_by_the_draw() {
+        // 2^50 rows in a bitmap would be 128 TiB; the draw needs 4 marks.
+        let mut rng = SplitMix64::new(1);
+        let counts = block_sample(&[1 << 50, 3, 1 << 40], 4, &mut rng);
+        assert_eq!(counts.iter().sum::<usize>(), 4);
     }
 
     #[test]
