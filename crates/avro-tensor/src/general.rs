@@ -1564,9 +1564,10 @@ impl<'a> Run<'_, 'a> {
         Ok(())
     }
 
-    /// [`value`](Self::value), with a leaf of one feature read in line
-    /// (most steps are).
-    #[inline]
+    /// [`value`](Self::value), with the frequent programs (a leaf of one
+    /// feature, leaves in bulk, skips, records) taken in line: a record's
+    /// fields are then read without a call per field.
+    #[inline(always)]
     fn step(&mut self, r: &mut Reader<'a>, prog: &'a Prog, depth: usize) -> Hot<()> {
         match prog {
             Prog::One { leaf, emit } => self.emit(r, *leaf, *emit),
@@ -1582,7 +1583,9 @@ impl<'a> Run<'_, 'a> {
     }
 
     /// A record's fields, in writer order (apart from [`value`](Self::value),
-    /// as records in arrays are frequent and small).
+    /// as records in arrays are frequent and small). Out of line: the
+    /// recursion through [`step`](Self::step) stops here.
+    #[inline(never)]
     fn fields(&mut self, r: &mut Reader<'a>, fields: &'a [Prog], depth: usize) -> Hot<()> {
         for f in fields {
             self.step(r, f, depth + 1)?;
