@@ -1988,7 +1988,7 @@ impl<'a> Run<'_, 'a> {
 
 /// Skips a union whose branches have fixed sizes: the branch index, then
 /// that branch's bytes.
-#[inline]
+#[inline(always)]
 fn skip_union(r: &mut Reader<'_>, sizes: &[usize]) -> std::result::Result<(), DatumError> {
     let at = r.pos;
     let b = r.long()?;
