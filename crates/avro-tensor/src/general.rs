@@ -94,6 +94,27 @@ struct Target {
     slot: Slot,
 }
 
+/// Where a leaf value goes, decided at plan time from the feature's
+/// output (so records do not match on it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Put {
+    /// The values of a dense, padded or ragged column.
+    Values,
+    /// A varlen value: its index tuple, then the value.
+    Tuple,
+    /// A sparse feature's value, held until the record ends.
+    Staged,
+    /// Index list `k` of a sparse feature, held until the record ends.
+    Index(usize),
+}
+
+/// One leaf's destination.
+#[derive(Clone, Copy, Debug)]
+struct Emit {
+    feat: usize,
+    put: Put,
+}
+
 /// A comparison operand, compiled.
 #[derive(Clone, Debug)]
 enum Rhs {
@@ -125,6 +146,17 @@ struct Child {
     first: usize,
 }
 
+/// An array whose selectors are `[*]` (at most one) and indices: each
+/// element is read once, by one program.
+#[derive(Clone, Debug)]
+struct Direct {
+    /// The `[*]` child, whose dimensions count every element.
+    star: Option<usize>,
+    /// Per selected index, the program of that element (the index's
+    /// paths and the star's, together).
+    at: Vec<(u64, Prog)>,
+}
+
 /// What closing a counted dimension at `n` selected elements does.
 #[derive(Clone, Copy, Debug)]
 enum Close {
@@ -142,9 +174,16 @@ enum Close {
 enum Prog {
     /// Nothing wanted: skip the value.
     Skip(usize),
-    Leaf {
+    /// A leaf several features read (each from its start).
+    Leaf { leaf: Leaf, targets: Vec<Emit> },
+    /// A leaf one feature reads (most are).
+    One { leaf: Leaf, emit: Emit },
+    /// `[*]` over an array of leaves, for one feature that is not sparse:
+    /// values read in bulk (floats and doubles are copied).
+    Leaves {
         leaf: Leaf,
-        targets: Vec<Target>,
+        feat: usize,
+        child: Box<Child>,
     },
     /// One program per writer field.
     Record(Vec<Prog>),
@@ -158,6 +197,8 @@ enum Prog {
         item: usize,
         min: usize,
         children: Vec<Child>,
+        /// Selectors that are all `[*]` and `[i]`, read in one pass.
+        direct: Option<Direct>,
     },
     Map {
         value: usize,
@@ -174,16 +215,10 @@ enum Prog {
     SkipUnion(Vec<usize>),
     /// A reader field the writer lacks: `prog` run over the default's
     /// encoding (nothing is read from the record).
-    Default {
-        datum: Vec<u8>,
-        prog: Box<Prog>,
-    },
+    Default { datum: Vec<u8>, prog: Box<Prog> },
     /// A writer value the reader schema cannot take (a union branch no
     /// reader branch matches): an error naming `feat` when met.
-    Unreadable {
-        reason: &'static str,
-        feat: usize,
-    },
+    Unreadable { reason: &'static str, feat: usize },
     /// A default read by dense, padded or ragged features straight (no
     /// dimension to count): its values, decoded once, per feature.
     Const(Vec<(usize, Values)>),
@@ -197,6 +232,9 @@ pub(crate) struct GeneralPlan {
     /// `@` paths compared by filters, read before each record.
     roots: Vec<Vec<String>>,
     outs: Vec<Out>,
+    /// The features whose rows need completing after each record (all
+    /// but varlen ones, whose values and shapes are written as met).
+    finish: Vec<usize>,
     /// The number of index lists of each sparse feature.
     index_lists: Vec<usize>,
 }
@@ -553,6 +591,7 @@ fn type_steps(schema: &Schema, names: &[&str], b: usize, steps: &[Step]) -> Opti
 
 struct Compiler<'a> {
     schema: &'a Schema,
+    outs: &'a [Out],
     /// Per target: whether a leaf was bound, and why not (the last reason).
     reached: HashMap<Target, bool>,
     why: HashMap<Target, String>,
@@ -832,6 +871,32 @@ impl Compiler<'_> {
                     }
                     groups[k].push(it);
                 }
+                // An array read by `[*]` and `[i]` only: element `i` is
+                // read once, by a program compiled from both selectors'
+                // paths, rather than once per selector.
+                let direct = !is_map
+                    && children
+                        .iter()
+                        .all(|c| matches!(c.sel, Sel::Star | Sel::Index(_)))
+                    && children.iter().any(|c| matches!(c.sel, Sel::Index(_)));
+                let star = children.iter().position(|c| matches!(c.sel, Sel::Star));
+                let mut at = Vec::new();
+                if direct {
+                    for (k, c) in children.iter().enumerate() {
+                        let Sel::Index(i) = c.sel else { continue };
+                        let mut both = Vec::new();
+                        for j in [Some(k), star].into_iter().flatten() {
+                            both.push(j);
+                        }
+                        // In the selectors' order, as separate reads would go.
+                        both.sort_unstable();
+                        let items: Vec<Item> = both
+                            .iter()
+                            .flat_map(|&j| groups[j].iter().cloned())
+                            .collect();
+                        at.push((i, self.compile(inner, items, depth + 1)));
+                    }
+                }
                 for (c, g) in children.iter_mut().zip(groups) {
                     c.prog = self.compile(inner, g, depth + 1);
                 }
@@ -849,6 +914,7 @@ impl Compiler<'_> {
                         item: inner,
                         min: schema.min_size[inner].max(1),
                         children,
+                        direct: direct.then_some(Direct { star, at }),
                     }
                 }
             }
@@ -902,10 +968,20 @@ impl Compiler<'_> {
                         continue;
                     }
                     self.reached.insert(it.target, true);
-                    targets.push(it.target);
+                    let put = match (it.target.slot, &self.outs[it.target.feat]) {
+                        (Slot::Index(k), _) => Put::Index(k),
+                        (Slot::Values, Out::Varlen { .. }) => Put::Tuple,
+                        (Slot::Values, Out::Sparse { .. }) => Put::Staged,
+                        (Slot::Values, _) => Put::Values,
+                    };
+                    targets.push(Emit {
+                        feat: it.target.feat,
+                        put,
+                    });
                 }
-                match leaf {
-                    Some(leaf) if !targets.is_empty() => Prog::Leaf { leaf, targets },
+                match (leaf, targets.as_slice()) {
+                    (Some(leaf), &[emit]) => Prog::One { leaf, emit },
+                    (Some(leaf), [_, ..]) => Prog::Leaf { leaf, targets },
                     _ => Prog::Skip(node),
                 }
             }
@@ -1102,6 +1178,7 @@ impl GeneralPlan {
         }
         let mut c = Compiler {
             schema: &schema,
+            outs: &outs,
             reached: HashMap::new(),
             why: HashMap::new(),
             roots: Vec::new(),
@@ -1157,15 +1234,19 @@ impl GeneralPlan {
             }
         }
         let mut root = root;
-        fold_defaults(&mut root, &schema, specs, &outs);
+        fold_defaults(&mut root, &schema, specs);
         plan_closes(&mut root, &outs);
         let roots = std::mem::take(&mut c.roots);
         drop(c);
+        let finish = (0..outs.len())
+            .filter(|&f| !matches!(outs[f], Out::Varlen { .. }))
+            .collect();
         Ok(GeneralPlan {
             schema,
             root,
             roots,
             outs,
+            finish,
             index_lists,
         })
     }
@@ -1173,20 +1254,15 @@ impl GeneralPlan {
 
 /// Turns each reader default whose value features take as it is into
 /// its decoded values, so records do not decode it again.
-fn fold_defaults(p: &mut Prog, schema: &Schema, specs: &[FeatureSpec], outs: &[Out]) {
+fn fold_defaults(p: &mut Prog, schema: &Schema, specs: &[FeatureSpec]) {
     match p {
         Prog::Default { datum, prog } => {
-            let Prog::Leaf { leaf, targets } = &**prog else {
-                return fold_defaults(prog, schema, specs, outs);
+            let (leaf, targets) = match &**prog {
+                Prog::Leaf { leaf, targets } => (leaf, targets.as_slice()),
+                Prog::One { leaf, emit } => (leaf, std::slice::from_ref(emit)),
+                _ => return fold_defaults(prog, schema, specs),
             };
-            let plain = |t: &Target| {
-                t.slot == Slot::Values
-                    && matches!(
-                        outs[t.feat],
-                        Out::Dense { .. } | Out::Padded { .. } | Out::Ragged
-                    )
-            };
-            if !targets.iter().all(plain) {
+            if !targets.iter().all(|t| t.put == Put::Values) {
                 return;
             }
             let mut values = Vec::with_capacity(targets.len());
@@ -1201,13 +1277,23 @@ fn fold_defaults(p: &mut Prog, schema: &Schema, specs: &[FeatureSpec], outs: &[O
         }
         Prog::Record(fields) => fields
             .iter_mut()
-            .for_each(|f| fold_defaults(f, schema, specs, outs)),
+            .for_each(|f| fold_defaults(f, schema, specs)),
         Prog::Union { branches, .. } => branches
             .iter_mut()
-            .for_each(|b| fold_defaults(b, schema, specs, outs)),
-        Prog::Array { children, .. } | Prog::Map { children, .. } => children
+            .for_each(|b| fold_defaults(b, schema, specs)),
+        Prog::Array {
+            children, direct, ..
+        } => {
+            children
+                .iter_mut()
+                .for_each(|c| fold_defaults(&mut c.prog, schema, specs));
+            for (_, p) in direct.iter_mut().flat_map(|d| &mut d.at) {
+                fold_defaults(p, schema, specs);
+            }
+        }
+        Prog::Map { children, .. } => children
             .iter_mut()
-            .for_each(|c| fold_defaults(&mut c.prog, schema, specs, outs)),
+            .for_each(|c| fold_defaults(&mut c.prog, schema, specs)),
         _ => {}
     }
 }
@@ -1237,8 +1323,43 @@ fn plan_closes(p: &mut Prog, outs: &[Out]) {
                     .collect();
                 plan_closes(&mut c.prog, outs);
             }
+            if let Prog::Array {
+                direct: Some(d), ..
+            } = p
+            {
+                for (_, p) in &mut d.at {
+                    plan_closes(p, outs);
+                }
+            }
         }
         _ => {}
+    }
+    // `[*]` over leaves for one feature that is not sparse: in bulk.
+    if let Prog::Array {
+        children,
+        direct: None,
+        ..
+    } = p
+    {
+        if let [
+            Child {
+                sel: Sel::Star,
+                prog: Prog::One { leaf, emit },
+                ..
+            },
+        ] = children.as_slice()
+        {
+            if matches!(emit.put, Put::Values | Put::Tuple) {
+                let (leaf, feat) = (*leaf, emit.feat);
+                if let Some(child) = children.pop() {
+                    *p = Prog::Leaves {
+                        leaf,
+                        feat,
+                        child: Box::new(child),
+                    };
+                }
+            }
+        }
     }
 }
 
@@ -1250,6 +1371,7 @@ fn max_level(p: &Prog, feat: usize) -> usize {
         | Prog::Take(_)
         | Prog::SkipUnion(_)
         | Prog::Leaf { .. }
+        | Prog::One { .. }
         | Prog::Unreadable { .. }
         | Prog::Const(_) => 0,
         Prog::Default { prog, .. } => max_level(prog, feat),
@@ -1259,21 +1381,24 @@ fn max_level(p: &Prog, feat: usize) -> usize {
             .map(|p| max_level(p, feat))
             .max()
             .unwrap_or(0),
+        Prog::Leaves { child, .. } => child_level(child, feat),
         Prog::Array { children, .. } | Prog::Map { children, .. } => children
             .iter()
-            .map(|c| {
-                let here = c
-                    .dims
-                    .iter()
-                    .filter(|d| d.0 == feat)
-                    .map(|d| d.1 + 1)
-                    .max()
-                    .unwrap_or(0);
-                here.max(max_level(&c.prog, feat))
-            })
+            .map(|c| child_level(c, feat))
             .max()
             .unwrap_or(0),
     }
+}
+
+fn child_level(c: &Child, feat: usize) -> usize {
+    let here = c
+        .dims
+        .iter()
+        .filter(|d| d.0 == feat)
+        .map(|d| d.1 + 1)
+        .max()
+        .unwrap_or(0);
+    here.max(max_level(&c.prog, feat))
 }
 
 /// Why decoding a record failed, before the location is attached.
@@ -1372,34 +1497,17 @@ impl<'a> Run<'_, 'a> {
             Prog::Take(n) => {
                 r.take(*n)?;
             }
-            Prog::SkipUnion(sizes) => {
-                let at = r.pos;
-                let b = r.long()?;
-                let n = usize::try_from(b)
-                    .ok()
-                    .and_then(|b| sizes.get(b))
-                    .ok_or(DatumError {
-                        reason: "union branch index out of range",
-                        offset: at,
-                    })?;
-                r.take(*n)?;
-            }
+            Prog::SkipUnion(sizes) => skip_union(r, sizes)?,
             Prog::Leaf { leaf, targets } => {
-                if let [t] = targets.as_slice() {
+                let start = *r;
+                for t in targets {
+                    *r = start;
                     self.emit(r, *leaf, *t)?;
-                } else {
-                    let start = *r;
-                    for t in targets {
-                        *r = start;
-                        self.emit(r, *leaf, *t)?;
-                    }
                 }
             }
-            Prog::Record(fields) => {
-                for f in fields {
-                    self.step(r, f, depth + 1)?;
-                }
-            }
+            Prog::One { leaf, emit } => self.emit(r, *leaf, *emit)?,
+            Prog::Leaves { leaf, feat, child } => self.leaves(r, *leaf, *feat, child)?,
+            Prog::Record(fields) => self.fields(r, fields, depth)?,
             Prog::Union { branches, nulls } => {
                 let at = r.pos;
                 let b = r.long()?;
@@ -1424,7 +1532,11 @@ impl<'a> Run<'_, 'a> {
                 item,
                 min,
                 children,
-            } => self.array(r, *item, *min, children, depth)?,
+                direct,
+            } => match direct {
+                Some(d) => self.direct(r, *item, *min, children, d, depth)?,
+                None => self.array(r, *item, *min, children, depth)?,
+            },
             Prog::Map {
                 value,
                 value_size,
@@ -1452,44 +1564,68 @@ impl<'a> Run<'_, 'a> {
         Ok(())
     }
 
-    /// [`value`](Self::value), with a leaf of one feature read in line
-    /// (most steps are).
-    #[inline]
+    /// [`value`](Self::value), with the frequent programs (a leaf of one
+    /// feature, leaves in bulk, skips, records) taken in line: a record's
+    /// fields are then read without a call per field.
+    #[inline(always)]
     fn step(&mut self, r: &mut Reader<'a>, prog: &'a Prog, depth: usize) -> Hot<()> {
         match prog {
-            Prog::Leaf { leaf, targets } if targets.len() == 1 => self.emit(r, *leaf, targets[0]),
+            Prog::One { leaf, emit } => self.emit(r, *leaf, *emit),
+            Prog::Leaves { leaf, feat, child } => self.leaves(r, *leaf, *feat, child),
+            Prog::Take(n) => {
+                r.take(*n)?;
+                Ok(())
+            }
+            Prog::SkipUnion(sizes) => Ok(skip_union(r, sizes)?),
+            Prog::Record(fields) => self.fields(r, fields, depth),
             _ => self.value(r, prog, depth),
         }
     }
 
-    #[inline]
-    fn emit(&mut self, r: &mut Reader<'a>, leaf: Leaf, t: Target) -> Hot<()> {
+    /// A record's fields, in writer order (apart from [`value`](Self::value),
+    /// as records in arrays are frequent and small). Out of line: the
+    /// recursion through [`step`](Self::step) stops here.
+    #[inline(never)]
+    fn fields(&mut self, r: &mut Reader<'a>, fields: &'a [Prog], depth: usize) -> Hot<()> {
+        for f in fields {
+            self.step(r, f, depth + 1)?;
+        }
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn emit(&mut self, r: &mut Reader<'a>, leaf: Leaf, t: Emit) -> Hot<()> {
         let f = t.feat;
-        match t.slot {
-            Slot::Index(k) => {
+        let vals = match (t.put, &mut self.cols[f].builder) {
+            (Put::Index(k), _) => {
                 let v = match leaf {
                     Leaf::Int => r.int()? as i64,
                     _ => r.long()?,
                 };
                 self.st.sparse_idx[f][k].push(v);
+                return Ok(());
             }
-            Slot::Values => {
-                let vals = match &mut self.cols[f].builder {
-                    ColumnBuilder::Dense(d) => &mut d.values,
-                    ColumnBuilder::Padded(p) => &mut p.values,
-                    ColumnBuilder::Ragged(g) => &mut g.values,
-                    ColumnBuilder::Sparse(s) => match &mut self.st.sparse_vals[f] {
-                        Some(v) => v,
-                        None => {
-                            push_tuple(&mut s.indices, self.row, &self.st.idx[f]);
-                            &mut s.values
-                        }
-                    },
-                };
-                read_leaf(r, self.schema, leaf, vals)?;
-                self.st.count[f] += 1;
+            (Put::Staged, _) => match &mut self.st.sparse_vals[f] {
+                Some(v) => v,
+                None => return Ok(()),
+            },
+            (Put::Tuple, ColumnBuilder::Sparse(s)) => {
+                let idx = &self.st.idx[f];
+                match idx.as_slice() {
+                    // One copy of a fixed size, not one push per number.
+                    &[i] => s.indices.extend_from_slice(&[self.row, i]),
+                    &[i, j] => s.indices.extend_from_slice(&[self.row, i, j]),
+                    idx => push_tuple(&mut s.indices, self.row, idx),
+                }
+                &mut s.values
             }
-        }
+            (_, ColumnBuilder::Dense(d)) => &mut d.values,
+            (_, ColumnBuilder::Padded(p)) => &mut p.values,
+            (_, ColumnBuilder::Ragged(g)) => &mut g.values,
+            (_, ColumnBuilder::Sparse(s)) => &mut s.values,
+        };
+        read_leaf(r, self.schema, leaf, vals)?;
+        self.st.count[f] += 1;
         Ok(())
     }
 
@@ -1561,15 +1697,6 @@ impl<'a> Run<'_, 'a> {
         children: &'a [Child],
         depth: usize,
     ) -> Hot<()> {
-        if let [c] = children {
-            if let (Sel::Star, Prog::Leaf { leaf, targets }) = (&c.sel, &c.prog) {
-                if let [t] = targets.as_slice() {
-                    if t.slot == Slot::Values && self.st.sparse_vals[t.feat].is_none() {
-                        return self.leaves(r, *leaf, t.feat, c);
-                    }
-                }
-            }
-        }
         let base = self.st.sel.len();
         self.st.sel.resize(base + children.len(), 0);
         let single = matches!(children, [c] if matches!(c.sel, Sel::Star));
@@ -1619,6 +1746,48 @@ impl<'a> Run<'_, 'a> {
         res
     }
 
+    /// An array of [`Direct`] selectors: each element read once.
+    fn direct(
+        &mut self,
+        r: &mut Reader<'a>,
+        item: usize,
+        min: usize,
+        children: &'a [Child],
+        d: &'a Direct,
+        depth: usize,
+    ) -> Hot<()> {
+        let base = self.st.sel.len();
+        self.st.sel.resize(base + children.len(), 0);
+        let star = d.star.map(|k| (k, &children[k]));
+        let mut n = 0u64;
+        loop {
+            let count = r.block_count(min)?;
+            if count == 0 {
+                break;
+            }
+            for _ in 0..count {
+                let prog = match d.at.iter().find(|(i, _)| *i == n) {
+                    Some((_, p)) => Some(p),
+                    None => star.map(|(_, c)| &c.prog),
+                };
+                match (prog, star) {
+                    (Some(p), Some((k, c))) => {
+                        let sel = self.st.sel[base + k];
+                        self.begin_selected(c, sel);
+                        self.step(r, p, depth + 1)?;
+                        self.st.sel[base + k] += 1;
+                    }
+                    (Some(p), None) => self.step(r, p, depth + 1)?,
+                    (None, _) => r.skip(self.schema, item, depth + 1)?,
+                }
+                n += 1;
+            }
+        }
+        let res = self.close(children, base, n);
+        self.st.sel.truncate(base);
+        res
+    }
+
     /// `arr[*]` over an array of leaves, for one feature: values read in
     /// bulk where the encoding allows (floats and doubles are copied).
     fn leaves(&mut self, r: &mut Reader<'a>, leaf: Leaf, f: usize, c: &Child) -> Hot<()> {
@@ -1640,13 +1809,7 @@ impl<'a> Run<'_, 'a> {
                 ColumnBuilder::Sparse(s) => {
                     read_leaves(r, self.schema, leaf, count, &mut s.values)?;
                     let idx = &mut self.st.idx[f];
-                    s.indices.reserve(count * (idx.len() + 1));
-                    for k in 0..count {
-                        if let Some(l) = level {
-                            idx[l] = (n + k) as i64;
-                        }
-                        push_tuple(&mut s.indices, self.row, idx);
-                    }
+                    push_tuples(&mut s.indices, self.row, idx, level, n, count);
                 }
             }
             self.st.count[f] += count;
@@ -1744,7 +1907,7 @@ impl<'a> Run<'_, 'a> {
 
     /// After a record: completes each feature's row.
     fn finish_row(&mut self) -> Hot<()> {
-        for f in 0..self.plan.outs.len() {
+        for &f in &self.plan.finish {
             let got = self.st.count[f];
             let missing = |st: &Scratch| {
                 if st.nulled[f] {
@@ -1823,6 +1986,23 @@ impl<'a> Run<'_, 'a> {
     }
 }
 
+/// Skips a union whose branches have fixed sizes: the branch index, then
+/// that branch's bytes.
+#[inline(always)]
+fn skip_union(r: &mut Reader<'_>, sizes: &[usize]) -> std::result::Result<(), DatumError> {
+    let at = r.pos;
+    let b = r.long()?;
+    let n = usize::try_from(b)
+        .ok()
+        .and_then(|b| sizes.get(b))
+        .ok_or(DatumError {
+            reason: "union branch index out of range",
+            offset: at,
+        })?;
+    r.take(*n)?;
+    Ok(())
+}
+
 /// Appends one index tuple (the row, then `idx`): value by value, as the
 /// tuples are a few numbers, for which a copy call costs more than it does.
 #[inline]
@@ -1830,6 +2010,62 @@ fn push_tuple(indices: &mut Vec<i64>, row: i64, idx: &[i64]) {
     indices.push(row);
     for &i in idx {
         indices.push(i);
+    }
+}
+
+/// Appends `count` index tuples: the row, then `idx` with entry `level`
+/// counting from `first` (left at the last count, as one by one would).
+fn push_tuples(
+    indices: &mut Vec<i64>,
+    row: i64,
+    idx: &mut [i64],
+    level: Option<usize>,
+    first: usize,
+    count: usize,
+) {
+    match idx.len() {
+        1 => tuples::<2>(indices, row, idx, level, first, count),
+        2 => tuples::<3>(indices, row, idx, level, first, count),
+        3 => tuples::<4>(indices, row, idx, level, first, count),
+        _ => {
+            indices.reserve(count * (idx.len() + 1));
+            for k in 0..count {
+                if let Some(l) = level {
+                    idx[l] = (first + k) as i64;
+                }
+                push_tuple(indices, row, idx);
+            }
+        }
+    }
+}
+
+/// [`push_tuples`] for tuples of `W` numbers: each appended as one
+/// fixed-size copy.
+#[inline]
+fn tuples<const W: usize>(
+    indices: &mut Vec<i64>,
+    row: i64,
+    idx: &mut [i64],
+    level: Option<usize>,
+    first: usize,
+    count: usize,
+) {
+    let mut t = [row; W];
+    t[1..].copy_from_slice(idx);
+    indices.reserve(count * W);
+    match level.filter(|&l| l + 1 < W) {
+        Some(l) => {
+            for k in 0..count {
+                t[1 + l] = (first + k) as i64;
+                indices.extend_from_slice(&t);
+            }
+            idx[l] = t[1 + l];
+        }
+        None => {
+            for _ in 0..count {
+                indices.extend_from_slice(&t);
+            }
+        }
     }
 }
 

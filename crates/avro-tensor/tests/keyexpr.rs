@@ -545,3 +545,44 @@ fn every_prefix_of_the_generic_corpus_files() {
     }
     assert!(checked > 1000, "{checked}");
 }
+
+/// `[*]` and `[i]` on one array read each element once, by one program
+/// built from both: together the features give what each gives alone,
+/// and an index past the end fails the same way.
+#[test]
+fn stars_and_indices_on_one_array_read_as_each_alone() {
+    const ARR: &str = r#"{"type": "record", "name": "R", "fields": [
+        {"name": "a", "type": {"type": "array", "items": {"type": "record", "name": "E",
+            "fields": [{"name": "x", "type": "long"}, {"name": "s", "type": "string"},
+                       {"name": "v", "type": {"type": "array", "items": "int"}}]}}}]}"#;
+    let e = |x: i64, s: &str, v: &[i32]| json!({"x": x, "s": s, "v": v});
+    let good = file(
+        ARR,
+        &[
+            json!({"a": [e(1, "p", &[1, 2]), e(2, "q", &[]), e(3, "r", &[3])]}),
+            json!({"a": [e(4, "s", &[4]), e(5, "t", &[5, 6, 7])]}),
+            json!({"a": [e(6, "u", &[]), e(7, "v", &[8]), e(8, "w", &[9]), e(9, "x", &[])]}),
+        ],
+    );
+    let all = specs(json!([
+        {"name": "a[*].x", "kind": "varlen", "dtype": "int64"},
+        {"name": "a[0].s", "kind": "dense", "dtype": "string", "shape": []},
+        {"name": "a[*].v[*]", "kind": "varlen", "dtype": "int32"},
+        {"name": "a[1].x", "kind": "dense", "dtype": "int64", "shape": []},
+        {"name": "a[1].v[*]", "kind": "varlen", "dtype": "int32"},
+        {"name": "a[*].s", "kind": "varlen", "dtype": "string"}
+    ]));
+    let together = decode(&good, &all).unwrap();
+    for s in &all {
+        let alone = decode(&good, std::slice::from_ref(s)).unwrap();
+        check(
+            &together["features"][s.name()],
+            alone["features"][s.name()].clone(),
+        );
+    }
+    // One element: a[1] is past the end.
+    let short = file(ARR, &[json!({"a": [e(1, "p", &[1])]})]);
+    let together = decode(&short, &all).unwrap_err().to_string();
+    let alone = decode(&short, &all[3..4]).unwrap_err().to_string();
+    assert_eq!(together, alone);
+}
