@@ -1,0 +1,401 @@
+"""Ray Data over grist: a Datasource and a Datasink for the four formats.
+
+::
+
+    import ray, grist.ray
+    ds = ray.data.read_datasource(grist.ray.Datasource("s3://bucket/train/"))
+    ds.write_datasink(grist.ray.Datasink("/data/train-avro", "avro"))
+
+:class:`Datasource` makes one read task per group of files, and, for
+formats read by record number (FFRecord, indexed TFRecord, OFRecord)
+when there are fewer files than the requested parallelism, one per
+contiguous range of records. Each task runs a :class:`grist.Loader`
+(``output="arrow"``) and yields its batches as ``pyarrow.Table`` blocks;
+the grist spec travels in the Arrow field metadata.
+
+:class:`Datasink` writes each write task's blocks to one file with
+:class:`grist.Writer`, named after the task's index as ``grist convert``
+names its parts (``part-00000.tfrecord``, ...). A file appears under its
+name only once complete; a task that fails leaves nothing under its name.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import json
+import os
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import ray.data
+from ray.data.block import BlockAccessor, BlockMetadata
+from ray.data.datasource import Datasink as _RayDatasink
+from ray.data.datasource import Datasource as _RayDatasource
+from ray.data.datasource import ReadTask
+
+import grist
+
+__all__ = ["Datasource", "Datasink", "balanced_range", "part_name"]
+
+_SPLITS = ("auto", "files", "records")
+_SIDECARS = (".idx", ".json", ".txt", ".md", ".crc", ".avsc")
+
+
+def balanced_range(n: int, parts: int, i: int) -> Tuple[int, int]:
+    """Part `i` of `n` items split into `parts` contiguous ranges, the
+    first ``n % parts`` one longer: the grist loader's record shards."""
+    base, extra = divmod(n, parts)
+    start = i * base + min(i, extra)
+    return start, start + base + (1 if i < extra else 0)
+
+
+def _is_url(p: str) -> bool:
+    return "://" in p
+
+
+def _local_files(paths) -> List[Tuple[str, int]]:
+    """Local files of `paths` with sizes: files as given, folders' data
+    files by name (hidden files, ``_SUCCESS``-style markers and sidecars
+    left out, as the grist registry does), globs sorted."""
+    out: List[Tuple[str, int]] = []
+    for p in paths:
+        if _is_url(p):
+            raise ValueError(
+                f"{p}: listing URLs needs grist.list_files (not in this build of grist)"
+            )
+        if any(c in p for c in "*?["):
+            out.extend((f, os.path.getsize(f)) for f in sorted(glob.glob(p)) if os.path.isfile(f))
+        elif os.path.isdir(p):
+            for name in sorted(os.listdir(p)):
+                f = os.path.join(p, name)
+                if (
+                    name.startswith((".", "_"))
+                    or name.lower().endswith(_SIDECARS)
+                    or not os.path.isfile(f)
+                ):
+                    continue
+                out.append((f, os.path.getsize(f)))
+        else:
+            out.append((p, os.path.getsize(p)))
+    return out
+
+
+def _as_list(paths) -> List[str]:
+    if isinstance(paths, (str, os.PathLike)):
+        return [os.fspath(paths)]
+    return [os.fspath(p) for p in paths]
+
+
+def list_files(paths, *, format: Optional[str] = None) -> List[Tuple[str, int]]:
+    """The data files of `paths` in dataset order, with their sizes."""
+    listing = getattr(grist, "list_files", None)
+    if listing is not None:
+        return [(str(f), int(n)) for f, n in listing(_as_list(paths), format=format)]
+    return _local_files(_as_list(paths))
+
+
+# The part names of `grist convert` (Format::part_name), for a grist without
+# grist.part_name.
+_EXTENSIONS = {"tfrecord": ".tfrecord", "avro": ".avro", "ffrecord": ".ffr", "ofrecord": ""}
+_TF_SUFFIX = {None: "", "none": "", "gzip": ".gz", "zlib": ".zz", "zstd": ".zst"}
+
+
+def part_name(format: str, part: int, *, compression: Optional[str] = None, codec=None) -> str:
+    """The name of output file `part` in `format`, as ``grist convert``
+    names it."""
+    named = getattr(grist, "part_name", None)
+    if named is not None:
+        return named(format, part, compression=compression, codec=codec)
+    key = format.lower()
+    if key not in _EXTENSIONS:
+        raise ValueError(f"unknown format {format!r} (tfrecord, avro, ffrecord, ofrecord)")
+    suffix = ""
+    if key == "tfrecord":
+        c = compression.lower() if isinstance(compression, str) else compression
+        if c not in _TF_SUFFIX:
+            raise ValueError(f"unknown TFRecord compression {compression!r}")
+        suffix = _TF_SUFFIX[c]
+    return f"part-{part:05d}{_EXTENSIONS[key]}{suffix}"
+
+
+def _read_task(paths: List[str], spec, format: str, shard, loader_kwargs: Dict[str, Any]):
+    """One read task: the Loader's Arrow batches as tables."""
+    import pyarrow as pa
+
+    kwargs = dict(loader_kwargs)
+    if shard is not None:
+        kwargs["shard"] = shard
+        kwargs["shard_mode"] = "records"
+    loader = grist.Loader(paths, spec, format=format, output="arrow", epochs=1, **kwargs)
+    try:
+        for rb in loader:
+            yield pa.Table.from_batches([rb])
+    finally:
+        loader.close()
+
+
+class Datasource(_RayDatasource):
+    """Reads files of any grist format into a Ray Dataset.
+
+    ``paths``, ``spec`` and ``format`` as for :class:`grist.Loader`. The
+    files are listed, the format detected and the spec resolved once, on
+    the driver (a spec inferred by sampling is then the same for every
+    task).
+
+    ``split``: ``"files"`` (each task reads whole files, contiguous groups
+    in dataset order), ``"records"`` (each task reads a contiguous range of
+    records; formats read by number only), or ``"auto"`` (by record range
+    when the format is read by number and there are fewer files than the
+    requested parallelism, else by file). Record ranges are not made
+    smaller than ``min_records_per_task``.
+
+    Other keyword arguments go to each task's :class:`grist.Loader`
+    (``batch_size``, ``threads``, ``reader_schema``, ...); ``shuffle``,
+    ``shard`` and ``epochs`` are not taken (Ray shuffles and repeats
+    datasets itself).
+    """
+
+    def __init__(
+        self,
+        paths,
+        spec=None,
+        *,
+        format: Optional[str] = None,
+        batch_size: int = 4096,
+        split: str = "auto",
+        min_records_per_task: int = 1024,
+        **loader_kwargs,
+    ):
+        super().__init__()
+        if split not in _SPLITS:
+            raise ValueError(f"split must be one of {_SPLITS}, not {split!r}")
+        for key in ("shuffle", "shard", "shard_mode", "epochs", "output"):
+            if key in loader_kwargs:
+                raise TypeError(f"grist.ray.Datasource does not take {key!r}")
+        self._files = list_files(paths, format=format)
+        if not self._files:
+            raise ValueError(f"{paths!r}: no data files")
+        names = [f for f, _ in self._files]
+        # Format and spec are decided here so that every task agrees.
+        probe = grist.Loader(names, spec, format=format, output="arrow", **loader_kwargs)
+        try:
+            self._format = probe.format
+            self._spec = probe.spec
+            random_access = getattr(probe, "random_access", None)
+        finally:
+            probe.close()
+        self._counts: Optional[List[int]] = None
+        if random_access is not False:
+            try:
+                reader = grist.RecordReader(names, self._spec, format=self._format)
+                self._counts = [int(c) for c in reader.counts]
+            except grist.GristError:
+                if random_access:
+                    raise
+        if split == "records" and self._counts is None:
+            raise ValueError(
+                f"split='records' needs a format read by record number; {self._format} "
+                f"files {names[0]!r}... are read as a stream"
+            )
+        self._split = split
+        self._batch_size = batch_size
+        self._min_records = max(1, int(min_records_per_task))
+        self._loader_kwargs = loader_kwargs
+
+    @property
+    def format(self) -> str:
+        """The format read."""
+        return self._format
+
+    @property
+    def spec(self) -> list:
+        """The spec every task reads with."""
+        return self._spec
+
+    @property
+    def files(self) -> List[Tuple[str, int]]:
+        """The files read, with their sizes in bytes."""
+        return list(self._files)
+
+    def get_name(self) -> str:
+        return "Grist"
+
+    def estimate_inmemory_data_size(self) -> Optional[int]:
+        # File bytes: decoded columns are about as large for the formats
+        # grist reads (compressed files expand further).
+        return sum(n for _, n in self._files)
+
+    def _by_records(self, parallelism: int) -> bool:
+        if self._split == "records":
+            return True
+        return (
+            self._split == "auto"
+            and self._counts is not None
+            and len(self._files) < parallelism
+        )
+
+    def get_read_tasks(
+        self,
+        parallelism: int,
+        per_task_row_limit: Optional[int] = None,
+        data_context=None,
+    ) -> List[ReadTask]:
+        parallelism = max(1, int(parallelism))
+        kwargs = dict(self._loader_kwargs, batch_size=self._batch_size)
+        names = [f for f, _ in self._files]
+        total_bytes = sum(n for _, n in self._files)
+        tasks = []
+        if self._by_records(parallelism):
+            total = sum(self._counts)
+            n = max(1, min(parallelism, total // self._min_records))
+            for i in range(n):
+                lo, hi = balanced_range(total, n, i)
+                meta = BlockMetadata(
+                    num_rows=hi - lo,
+                    size_bytes=int(total_bytes * (hi - lo) / total) if total else 0,
+                    input_files=names,
+                    exec_stats=None,
+                )
+                fn = functools.partial(
+                    _read_task, names, self._spec, self._format, (i, n), kwargs
+                )
+                tasks.append(ReadTask(fn, meta, per_task_row_limit=per_task_row_limit))
+            return tasks
+        n = min(parallelism, len(self._files))
+        for i in range(n):
+            lo, hi = balanced_range(len(self._files), n, i)
+            group = self._files[lo:hi]
+            rows = sum(self._counts[lo:hi]) if self._counts is not None else None
+            meta = BlockMetadata(
+                num_rows=rows,
+                size_bytes=sum(s for _, s in group),
+                input_files=[f for f, _ in group],
+                exec_stats=None,
+            )
+            fn = functools.partial(
+                _read_task, [f for f, _ in group], self._spec, self._format, None, kwargs
+            )
+            tasks.append(ReadTask(fn, meta, per_task_row_limit=per_task_row_limit))
+        return tasks
+
+
+def _join(folder: str, name: str) -> str:
+    if _is_url(folder):
+        return folder.rstrip("/") + "/" + name
+    return os.path.join(folder, name)
+
+
+class Datasink(_RayDatasink):
+    """Writes a Ray Dataset to files of `format` with :class:`grist.Writer`.
+
+    Each write task writes its blocks to ``path/part-NNNNN.<ext>``, NNNNN
+    being the task's index (``grist convert``'s part names); a task with
+    no rows writes no file. Files are atomic: nothing is under a part's
+    name until it is complete, and a failed task leaves nothing. When the
+    write completes, ``spec.json`` (the spec the files read back with) is
+    written beside the parts.
+
+    ``spec`` describes the columns (as for :class:`grist.Writer`); by
+    default it comes from the blocks' Arrow schema (grist's own metadata
+    when the data was read by grist). ``compression`` (TFRecord), ``codec``
+    (Avro) and ``lossy`` as for :class:`grist.Writer`. A local ``path``
+    that already holds data files is refused unless ``overwrite=True``,
+    which deletes them first. ``min_rows_per_file`` asks Ray to give each
+    write task at least that many rows.
+    """
+
+    def __init__(
+        self,
+        path,
+        format: str,
+        spec=None,
+        *,
+        compression: Optional[str] = None,
+        codec: Optional[str] = None,
+        lossy: bool = False,
+        overwrite: bool = False,
+        min_rows_per_file: Optional[int] = None,
+    ):
+        self.path = os.fspath(path)
+        self.format = format
+        self.spec = spec
+        self.compression = compression
+        self.codec = codec
+        self.lossy = lossy
+        self.overwrite = overwrite
+        self._min_rows = min_rows_per_file
+        # Fails now, not in a task, for an unknown format or compression.
+        part_name(format, 0, compression=compression, codec=codec)
+
+    def get_name(self) -> str:
+        return "Grist"
+
+    @property
+    def min_rows_per_write(self) -> Optional[int]:
+        return self._min_rows
+
+    def on_write_start(self, schema=None) -> None:
+        if _is_url(self.path):
+            return
+        os.makedirs(self.path, exist_ok=True)
+        existing = [f for f, _ in _local_files([self.path])]
+        spec_file = os.path.join(self.path, "spec.json")
+        if os.path.exists(spec_file):
+            existing.append(spec_file)
+        if existing and not self.overwrite:
+            raise FileExistsError(
+                f"{self.path}: already holds {os.path.basename(existing[0])}"
+                f"{' and more' if len(existing) > 1 else ''} (pass overwrite=True to replace)"
+            )
+        for f in existing:
+            os.remove(f)
+
+    def write(self, blocks: Iterable[Any], ctx) -> Dict[str, Any]:
+        target = _join(
+            self.path,
+            part_name(self.format, ctx.task_idx, compression=self.compression, codec=self.codec),
+        )
+        records = 0
+        writer = None
+        try:
+            for block in blocks:
+                table = BlockAccessor.for_block(block).to_arrow()
+                if table.num_rows == 0:
+                    continue
+                if writer is None:
+                    writer = grist.Writer(
+                        target,
+                        self.format,
+                        self.spec,
+                        compression=self.compression,
+                        codec=self.codec,
+                        lossy=self.lossy,
+                    )
+                writer.write(table)
+                records += table.num_rows
+        except BaseException as e:
+            if writer is not None:
+                # Leaving the writer by an exception aborts it: nothing is
+                # left under the part's name.
+                writer.__exit__(type(e), e, e.__traceback__)
+            raise
+        if writer is None:
+            return {"path": None, "records": 0, "spec": None}
+        writer.close()
+        return {"path": target, "records": records, "spec": getattr(writer, "spec", None)}
+
+    def on_write_complete(self, write_result) -> None:
+        # The spec in the written format's form (what the parts read back
+        # with), from the writers; grist builds without Writer.spec write none.
+        specs = [r["spec"] for r in write_result.write_returns if r and r.get("spec")]
+        if not specs or _is_url(self.path):
+            return
+        tmp = os.path.join(self.path, ".spec.json.tmp")
+        with open(tmp, "w") as f:
+            json.dump(specs[0], f, indent=1)
+        os.replace(tmp, os.path.join(self.path, "spec.json"))
+
+    @property
+    def parts(self) -> Sequence[str]:
+        """The data files under a local ``path``, by name."""
+        return [f for f, _ in _local_files([self.path])]
