@@ -64,8 +64,13 @@ def _convert(name: str, value: Any, sparse: str) -> Any:
     if isinstance(value, tuple) and len(value) == 3:
         indices, values, dense_shape = (_tensor(v) for v in value)
         if sparse == "coo" and isinstance(values, torch.Tensor):
+            # grist's indices are in bounds by construction; checking them
+            # again would cost a pass over the batch.
             return torch.sparse_coo_tensor(
-                indices.t(), values, tuple(int(d) for d in dense_shape)
+                indices.t(),
+                values,
+                tuple(int(d) for d in dense_shape),
+                check_invariants=False,
             )
         return (indices, values, dense_shape)
     if isinstance(value, tuple) and len(value) == 2:
@@ -325,7 +330,8 @@ def _row(value: Any, i: int) -> Any:
     """Row `i` of one column of a numpy batch, in the batch's forms minus
     the batch dimension."""
     if isinstance(value, np.ndarray):
-        return value[i]
+        # `a[i, ...]` is a (0-d for scalars) view, which torch takes as is.
+        return value[i, ...]
     if isinstance(value, tuple) and len(value) == 3:
         indices, values, dense_shape = value
         mine = indices[:, 0] == i
