@@ -35,6 +35,13 @@ from ray.data.datasource import ReadTask
 
 import grist
 
+try:
+    from ray.data._internal.arrow_block import (
+        _BATCH_SIZE_PRESERVING_STUB_COL_NAME as _ROW_COUNT_STUB,
+    )
+except ImportError:  # the name Ray 2.60 uses
+    _ROW_COUNT_STUB = "__bsp_stub"
+
 __all__ = ["Datasource", "Datasink", "balanced_range", "part_name"]
 
 _SPLITS = ("auto", "files", "records")
@@ -118,8 +125,12 @@ def part_name(format: str, part: int, *, compression: Optional[str] = None, code
     return f"part-{part:05d}{_EXTENSIONS[key]}{suffix}"
 
 
-def _read_task(paths: List[str], spec, format: str, shard, loader_kwargs: Dict[str, Any]):
-    """One read task: the Loader's Arrow batches as tables."""
+def _read_task(
+    paths: List[str], spec, format: str, shard, loader_kwargs: Dict[str, Any], columns=None
+):
+    """One read task: the Loader's Arrow batches as tables (with only
+    `columns` when given: a projection of no column reads the first
+    feature for the row counts)."""
     import pyarrow as pa
 
     kwargs = dict(loader_kwargs)
@@ -129,7 +140,15 @@ def _read_task(paths: List[str], spec, format: str, shard, loader_kwargs: Dict[s
     loader = grist.Loader(paths, spec, format=format, output="arrow", epochs=1, **kwargs)
     try:
         for rb in loader:
-            yield pa.Table.from_batches([rb])
+            table = pa.Table.from_batches([rb])
+            if columns is not None:
+                table = table.select(columns)
+                if not columns:
+                    # A table of no column has no rows once Ray concatenates
+                    # it: Ray's own column of nulls keeps the count (as its
+                    # Parquet reader does).
+                    table = table.append_column(_ROW_COUNT_STUB, pa.nulls(rb.num_rows))
+            yield table
     finally:
         loader.close()
 
@@ -201,6 +220,8 @@ class Datasource(_RayDatasource):
         self._batch_size = batch_size
         self._min_records = max(1, int(min_records_per_task))
         self._loader_kwargs = loader_kwargs
+        # Ray's projection pushdown (select_columns and the like) sets it.
+        self._projection_map = None
 
     @property
     def format(self) -> str:
@@ -219,6 +240,29 @@ class Datasource(_RayDatasource):
 
     def get_name(self) -> str:
         return "Grist"
+
+    def supports_projection_pushdown(self) -> bool:
+        # Features not selected are not decoded at all.
+        return True
+
+    def _task_spec(self):
+        """The spec the tasks read with, and the columns to keep (None:
+        all), after Ray's projection."""
+        if self._projection_map is None:
+            return self._spec, None
+        wanted = list(self._projection_map)
+        features = self._spec["features"] if isinstance(self._spec, dict) else self._spec
+        kept = [f for f in features if f["name"] in self._projection_map]
+        missing = set(wanted) - {f["name"] for f in kept}
+        if missing:
+            raise ValueError(f"columns {sorted(missing)} are not features of the spec")
+        if not kept:
+            kept = features[:1]
+        if isinstance(self._spec, dict):
+            spec = dict(self._spec, features=kept)
+        else:
+            spec = kept
+        return spec, [f["name"] for f in features if f["name"] in self._projection_map]
 
     def estimate_inmemory_data_size(self) -> Optional[int]:
         # File bytes: decoded columns are about as large for the formats
@@ -242,6 +286,7 @@ class Datasource(_RayDatasource):
     ) -> List[ReadTask]:
         parallelism = max(1, int(parallelism))
         kwargs = dict(self._loader_kwargs, batch_size=self._batch_size)
+        spec, columns = self._task_spec()
         names = [f for f, _ in self._files]
         total_bytes = sum(n for _, n in self._files)
         tasks = []
@@ -257,7 +302,7 @@ class Datasource(_RayDatasource):
                     exec_stats=None,
                 )
                 fn = functools.partial(
-                    _read_task, names, self._spec, self._format, (i, n), kwargs
+                    _read_task, names, spec, self._format, (i, n), kwargs, columns
                 )
                 tasks.append(ReadTask(fn, meta, per_task_row_limit=per_task_row_limit))
             return tasks
@@ -273,7 +318,7 @@ class Datasource(_RayDatasource):
                 exec_stats=None,
             )
             fn = functools.partial(
-                _read_task, [f for f, _ in group], self._spec, self._format, None, kwargs
+                _read_task, [f for f, _ in group], spec, self._format, None, kwargs, columns
             )
             tasks.append(ReadTask(fn, meta, per_task_row_limit=per_task_row_limit))
         return tasks

@@ -194,3 +194,14 @@ def test_existing_output_is_refused_unless_overwrite(local_ray, source, tmp_path
     ds.write_datasink(gr.Datasink(out, "ffrecord", SPEC, overwrite=True))
     ids, _, _ = read_back(out)
     assert sorted(ids.tolist()) == sorted(source.ids.tolist())
+
+
+def test_projection_reads_only_the_selected_features(local_ray, source):
+    src = gr.Datasource(source.files, SPEC)
+    spec, columns = src.apply_projection({"id": "id"})._task_spec()
+    assert [f["name"] for f in spec] == ["id"] and columns == ["id"]
+    ds = ray.data.read_datasource(src).select_columns(["id"])
+    rows = ds.take_all()
+    assert all(set(r) == {"id"} for r in rows)
+    assert sorted(r["id"] for r in rows) == sorted(source.ids.tolist())
+    assert ray.data.read_datasource(src).count() == len(source.ids)
