@@ -1,0 +1,36 @@
+//! grist's Python package, module `grist._grist`: the loader, records by
+//! number, writers and conversion, over numpy arrays and Arrow record
+//! batches. The pure-Python package `grist` (python/grist) wraps it:
+//! argument normalisation, iteration, docstrings and type stubs live
+//! there, the work here, with the GIL released while grist reads,
+//! decodes and writes.
+
+use pyo3::prelude::*;
+
+mod arrow;
+mod batch;
+mod common;
+mod errors;
+mod functions;
+mod loader;
+
+/// The module `grist._grist`.
+#[pymodule]
+fn _grist(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let exceptions = PyModule::from_code(
+        py,
+        errors::EXCEPTIONS,
+        c"grist/_exceptions.py",
+        c"grist._exceptions",
+    )?;
+    for name in ["GristError", "SpecError", "DataError", "StorageError"] {
+        m.add(name, exceptions.getattr(name)?)?;
+    }
+    m.add_class::<loader::PyLoader>()?;
+    m.add_class::<arrow::ArrowBatch>()?;
+    m.add_function(wrap_pyfunction!(functions::infer_spec_json, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::count, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,259 @@
+"""grist: fast ML training-record readers for Python.
+
+Reads TFRecord (tf.Example / SequenceExample), Avro, FFRecord and OFRecord
+files (local, or in object stores: ``s3://``, ``gs://``, ``az://``,
+``http(s)://``) into batches of numpy arrays or Arrow record batches, with
+the decoding in Rust and the GIL released while it runs; writes and
+converts between the four formats.
+
+The batch layout (``output="numpy"``), one dict entry per feature in spec
+order:
+
+* dense numeric: an ``np.ndarray`` of shape ``[batch, *shape]``, zero-copy
+  (the array owns the decoded buffer);
+* dense string: an ``np.ndarray`` of dtype object holding ``bytes``;
+* varlen and sparse: ``(indices int64 [nnz, rank], values [nnz],
+  dense_shape int64 [rank])``, TensorFlow's SparseTensor parts;
+* ragged: ``(values, row_splits)``; ``row_splits`` an int64 array for one
+  ragged dimension, a list of them (outermost first) otherwise.
+
+``tf.SequenceExample`` columns are keyed ``context/x``,
+``feature_lists/x`` and ``feature_list_lengths/x``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterator, Optional, Sequence, Union
+
+from . import _grist
+from ._grist import DataError, GristError, SpecError, StorageError
+
+__version__ = _grist.__version__
+
+__all__ = [
+    "Loader",
+    "read_batches",
+    "infer_spec",
+    "count",
+    "GristError",
+    "SpecError",
+    "DataError",
+    "StorageError",
+]
+
+PathsLike = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
+
+
+def _paths(paths: Any) -> list[str]:
+    """``paths`` (one path or URL, or a sequence of them) as a list of str."""
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        paths = [paths]
+    out = [os.fsdecode(p) if isinstance(p, bytes) else os.fspath(p) for p in paths]
+    if not out:
+        raise SpecError("no paths given")
+    return out
+
+
+def _spec(spec: Any) -> tuple[Optional[str], Optional[str]]:
+    """``spec`` as (JSON text, path): None, a path, JSON text, or parsed JSON."""
+    if spec is None:
+        return None, None
+    if isinstance(spec, os.PathLike):
+        return None, os.fspath(spec)
+    if isinstance(spec, str):
+        text = spec.lstrip()
+        if text.startswith("[") or text.startswith("{"):
+            return spec, None
+        return None, spec
+    if isinstance(spec, (list, dict)):
+        return json.dumps(spec), None
+    raise SpecError(
+        f"spec: None, a path, JSON text, or a list/dict of features; got {type(spec).__name__}"
+    )
+
+
+def _json_arg(value: Any, name: str) -> Optional[str]:
+    """A JSON argument (an Avro schema): a dict/list, JSON text, or a file path."""
+    if value is None:
+        return None
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    if isinstance(value, os.PathLike) or (
+        isinstance(value, str) and not value.lstrip().startswith(("{", "[", '"'))
+    ):
+        with open(os.fspath(value), encoding="utf-8") as f:
+            return f.read()
+    if isinstance(value, str):
+        return value
+    raise SpecError(f"{name}: a dict, JSON text or a file path; got {type(value).__name__}")
+
+
+def _arrow(batch: Any) -> Any:
+    import pyarrow
+
+    return pyarrow.record_batch(batch)
+
+
+class Loader:
+    """Iterates the batches of a dataset.
+
+    Args:
+        paths: a file, folder, glob or object-store URL, or a list of them.
+        spec: None (inferred: Avro from the writer schema, the others by
+            sampling records), the path of a spec JSON file, JSON text, or
+            the parsed JSON (a list of feature dicts or the spec-file object).
+        format: "tfrecord", "avro", "ffrecord" or "ofrecord"; None tells by
+            name, then content.
+        batch_size: records per batch.
+        shuffle, seed, shuffle_buffer: shuffling (exact for files read by
+            record number, through a buffer of ``shuffle_buffer`` records
+            otherwise).
+        threads: decoding threads; None tunes them per batch.
+        shard: ``(rank, world)``: read this rank's share only.
+        shard_mode: "auto", "files" or "records".
+        epochs: passes over the data; None: endless.
+        drop_remainder: leave out the last, partial batch.
+        reader_schema: an Avro reader schema (dict, JSON text or ``.avsc`` path).
+        random_access: "auto", "off" or "required" (read records by number).
+        output: "numpy" (dicts of arrays) or "arrow" (``pyarrow.RecordBatch``).
+
+    The GIL is released while batches are read and decoded.
+    """
+
+    def __init__(
+        self,
+        paths: PathsLike,
+        spec: Any = None,
+        *,
+        format: Optional[str] = None,
+        batch_size: int = 1024,
+        shuffle: bool = False,
+        seed: int = 0,
+        shuffle_buffer: Optional[int] = None,
+        threads: Optional[int] = None,
+        shard: Optional[tuple[int, int]] = None,
+        shard_mode: str = "auto",
+        epochs: Optional[int] = 1,
+        drop_remainder: bool = False,
+        reader_schema: Any = None,
+        random_access: str = "auto",
+        output: str = "numpy",
+    ) -> None:
+        spec_json, spec_path = _spec(spec)
+        if shard is not None:
+            shard = (int(shard[0]), int(shard[1]))
+        self._output = output
+        self._inner = _grist._Loader(
+            _paths(paths),
+            spec_json,
+            spec_path,
+            format,
+            None if batch_size is None else int(batch_size),
+            bool(shuffle),
+            int(seed),
+            None if shuffle_buffer is None else int(shuffle_buffer),
+            None if threads is None else int(threads),
+            shard,
+            shard_mode,
+            None if epochs is None else int(epochs),
+            bool(drop_remainder),
+            _json_arg(reader_schema, "reader_schema"),
+            random_access,
+            output,
+        )
+        self._spec: Optional[Any] = None
+
+    def __iter__(self) -> "Loader":
+        return self
+
+    def __next__(self) -> Any:
+        batch = self._inner.next_batch()
+        if batch is None:
+            raise StopIteration
+        if self._output == "arrow":
+            return _arrow(batch)
+        return batch
+
+    def state_dict(self) -> dict:
+        """Where the loader is: a small JSON-serializable dict. A loader built
+        with the same arguments and given it by ``load_state_dict`` yields
+        exactly the batches this one would have yielded next."""
+        return json.loads(self._inner.state_json())
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resumes from a ``state_dict()``; refused (SpecError) when it was
+        saved by a loader built with other arguments."""
+        self._inner.restore_json(json.dumps(state))
+
+    @property
+    def format(self) -> str:
+        """The format's name: "TFRecord", "Avro", "FFRecord" or "OFRecord"."""
+        return self._inner.format
+
+    @property
+    def spec(self) -> Any:
+        """The resolved spec, in its JSON form (as a spec file holds it)."""
+        if self._spec is None:
+            self._spec = json.loads(self._inner.spec_json)
+        return self._spec
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next batch belongs to (from 0)."""
+        return self._inner.epoch
+
+    @property
+    def batch_size(self) -> int:
+        """Records per batch."""
+        return self._inner.batch_size
+
+    @property
+    def random_access(self) -> bool:
+        """Whether records are read by number (rather than as a stream)."""
+        return self._inner.random_access
+
+    def stats(self) -> dict:
+        """What the loader measured: records, batches, bytes, elapsed_s,
+        records_per_s, bytes_per_s, decode_s, read_s, io_wait_s,
+        mean_threads, ..."""
+        return self._inner.stats()
+
+    def close(self) -> None:
+        """Stops the loader's threads; iterating afterwards raises SpecError."""
+        self._inner.close()
+
+    def __enter__(self) -> "Loader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def read_batches(
+    paths: PathsLike,
+    spec: Any = None,
+    *,
+    batch_size: int = 1024,
+    output: str = "numpy",
+    **loader_kwargs: Any,
+) -> Iterator[Any]:
+    """The batches of one pass over ``paths`` in order (a ``Loader`` with
+    ``epochs=1`` and no shuffle unless ``loader_kwargs`` say otherwise)."""
+    loader_kwargs.setdefault("epochs", 1)
+    loader = Loader(paths, spec, batch_size=batch_size, output=output, **loader_kwargs)
+    with loader:
+        yield from loader
+
+
+def infer_spec(paths: PathsLike, *, records: int = 100, format: Optional[str] = None) -> Any:
+    """The spec of ``paths`` as grist infers it (Avro: the writer schema;
+    the others: sampling the first ``records`` records), in the JSON form a
+    spec file holds (and ``spec=`` takes)."""
+    return json.loads(_grist.infer_spec_json(_paths(paths), int(records), format))
+
+
+def count(paths: PathsLike, *, format: Optional[str] = None) -> int:
+    """The number of records of ``paths`` (every check of the format made)."""
+    return _grist.count(_paths(paths), format)

@@ -1,0 +1,32 @@
+"""pytest configuration for grist's Python tests.
+
+`cargo test -p grist-python` (crates/python/tests/pytest.rs) runs these
+tests in target/python-venv with the extension built by maturin, and
+passes, through the environment:
+
+* GRIST_CORPUS: the shared golden corpus (default: ../shared/corpus
+  beside the repository).
+* GRIST_TEST_S3_URL: ``s3://<bucket>/<prefix>`` under which the corpus is
+  served by grist-testkit's in-process S3 server (its files at the same
+  relative paths); together with AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
+  AWS_SECRET_ACCESS_KEY, AWS_REGION and AWS_ALLOW_HTTP, which grist's
+  storage reads. Without it the object-store tests skip (loudly).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+@pytest.fixture(scope="session")
+def s3_url() -> str:
+    url = os.environ.get("GRIST_TEST_S3_URL")
+    if not url:
+        pytest.skip("GRIST_TEST_S3_URL is not set: no S3 server (run through cargo test)")
+    return url.rstrip("/")
