@@ -37,6 +37,9 @@ __all__ = [
     "read_batches",
     "infer_spec",
     "count",
+    "convert",
+    "RecordReader",
+    "Writer",
     "GristError",
     "SpecError",
     "DataError",
@@ -118,6 +121,9 @@ class Loader:
         reader_schema: an Avro reader schema (dict, JSON text or ``.avsc`` path).
         random_access: "auto", "off" or "required" (read records by number).
         output: "numpy" (dicts of arrays) or "arrow" (``pyarrow.RecordBatch``).
+        payload: FFRecord only: what the samples hold, "example" (serialized
+            tf.Example, the default), "ofrecord", or "raw" (the bytes of one
+            dense tensor; a string feature of shape [] gets each sample's bytes).
 
     The GIL is released while batches are read and decoded.
     """
@@ -140,6 +146,7 @@ class Loader:
         reader_schema: Any = None,
         random_access: str = "auto",
         output: str = "numpy",
+        payload: Optional[str] = None,
     ) -> None:
         spec_json, spec_path = _spec(spec)
         if shard is not None:
@@ -162,6 +169,7 @@ class Loader:
             _json_arg(reader_schema, "reader_schema"),
             random_access,
             output,
+            payload,
         )
         self._spec: Optional[Any] = None
 
@@ -257,3 +265,204 @@ def infer_spec(paths: PathsLike, *, records: int = 100, format: Optional[str] = 
 def count(paths: PathsLike, *, format: Optional[str] = None) -> int:
     """The number of records of ``paths`` (every check of the format made)."""
     return _grist.count(_paths(paths), format)
+
+
+def convert(
+    inputs: PathsLike,
+    output: Union[str, "os.PathLike[str]"],
+    to: str,
+    spec: Any = None,
+    *,
+    compression: Optional[str] = None,
+    codec: Optional[str] = None,
+    records_per_file: Optional[int] = None,
+    files: Optional[int] = None,
+    threads: Optional[int] = None,
+    shard: Optional[tuple[int, int]] = None,
+    lossy: bool = False,
+    force: bool = False,
+    verify: bool = False,
+) -> dict:
+    """Converts ``inputs`` into ``part-00000.<ext>``, ... files of format
+    ``to`` in the folder (or object-store prefix) ``output``, with
+    ``spec.json`` and ``manifest.json`` beside them.
+
+    Records keep their order. Without ``spec`` it is inferred. What the
+    target cannot hold is refused before any output exists (``lossy=True``
+    allows narrowing, e.g. float64 to tf.Example's float32). A rerun with
+    the same arguments resumes; ``force`` replaces another conversion's
+    outputs; ``shard=(index, count)`` converts one share (merge with the
+    CLI's ``grist merge``); ``verify`` reads every output back with every
+    check of the format.
+
+    Returns the report: records, bytes, files ([{path, records, bytes}]),
+    skipped_parts, skipped_records, encoded_records, up_to_date, spec,
+    spec_path, manifest_path, notes.
+    """
+    spec_json, spec_path = _spec(spec)
+    args = {
+        "compression": compression,
+        "codec": codec,
+        "records_per_file": None if records_per_file is None else int(records_per_file),
+        "files": None if files is None else int(files),
+        "threads": None if threads is None else int(threads),
+        "shard": None if shard is None else (int(shard[0]), int(shard[1])),
+        "lossy": bool(lossy),
+        "force": bool(force),
+        "verify": bool(verify),
+    }
+    report = _grist.convert(_paths(inputs), os.fspath(output), to, spec_json, spec_path, args)
+    return json.loads(report)
+
+
+class RecordReader:
+    """Map-style access to a dataset's records by number, for the formats
+    read by record number: FFRecord, TFRecord with index files (DALI's
+    ``.idx``, written by ``grist index``), OFRecord.
+
+    Records are numbered across the files in dataset order. ``read`` takes
+    any sequence of record numbers (an ``np.ndarray`` too) and returns one
+    batch, rows in the order given, from one coalesced read (neighbouring
+    records are fetched together). The GIL is released while it reads and
+    decodes.
+
+    Args:
+        paths: files, folders, globs or object-store URLs.
+        spec: as for ``Loader``.
+        format: as for ``Loader``.
+        output: "numpy" or "arrow".
+        payload: as for ``Loader`` (FFRecord).
+    """
+
+    def __init__(
+        self,
+        paths: PathsLike,
+        spec: Any = None,
+        *,
+        format: Optional[str] = None,
+        output: str = "numpy",
+        payload: Optional[str] = None,
+    ) -> None:
+        spec_json, spec_path = _spec(spec)
+        self._output = output
+        self._inner = _grist._RecordReader(
+            _paths(paths), spec_json, spec_path, format, output, payload
+        )
+        self._len = len(self._inner)
+        self._spec: Optional[Any] = None
+
+    def __len__(self) -> int:
+        return self._len
+
+    @property
+    def counts(self) -> list[int]:
+        """Records per file."""
+        return self._inner.counts
+
+    @property
+    def files(self) -> list[str]:
+        """The files, in dataset order."""
+        return self._inner.files
+
+    @property
+    def format(self) -> str:
+        """The format's name."""
+        return self._inner.format
+
+    @property
+    def spec(self) -> Any:
+        """The resolved spec, in its JSON form."""
+        if self._spec is None:
+            self._spec = json.loads(self._inner.spec_json)
+        return self._spec
+
+    def read(self, indices: Any) -> Any:
+        """Records ``indices`` (negative numbers count from the end) as one
+        batch; IndexError for a number out of range."""
+        n = self._len
+        wanted = []
+        for i in (indices.tolist() if hasattr(indices, "tolist") else indices):
+            i = int(i)
+            if i < 0:
+                i += n
+            if not 0 <= i < n:
+                raise IndexError(f"record {i} out of range: the dataset has {n} records")
+            wanted.append(i)
+        batch = self._inner.read(wanted)
+        if self._output == "arrow":
+            return _arrow(batch)
+        return batch
+
+
+class Writer:
+    """Writes one file of a grist format, atomically: nothing appears under
+    its name until ``close()``; leaving a ``with`` block by an exception
+    (or ``abort()``) leaves nothing.
+
+    ``write`` takes a batch in the loader's numpy layout (a dict of arrays;
+    sparse/varlen as ``(indices, values, dense_shape)``, ragged as
+    ``(values, row_splits)``), or any Arrow data exposing
+    ``__arrow_c_stream__`` / ``__arrow_c_array__`` (pyarrow RecordBatch,
+    Table, RecordBatchReader, polars DataFrame). Without ``spec``, the
+    spec comes from the first batch: dense features from numpy arrays
+    (dtype, shape past the batch dimension), or the Arrow schema (its
+    ``grist.*`` metadata when it came from grist).
+
+    Args:
+        path: the file's path or object-store URL.
+        format: "tfrecord", "avro", "ffrecord" or "ofrecord".
+        spec: as for ``Loader``.
+        compression: TFRecord's "GZIP"/"ZLIB", ...
+        codec: Avro's "deflate", "snappy", "zstandard", ...
+        lossy: allow narrowing what the format cannot hold exactly.
+    """
+
+    def __init__(
+        self,
+        path: Union[str, "os.PathLike[str]"],
+        format: str,
+        spec: Any = None,
+        *,
+        compression: Optional[str] = None,
+        codec: Optional[str] = None,
+        lossy: bool = False,
+    ) -> None:
+        spec_json, spec_path = _spec(spec)
+        self._inner = _grist._Writer(
+            os.fspath(path), format, spec_json, spec_path, compression, codec, bool(lossy)
+        )
+        self._report: Optional[dict] = None
+
+    def write(self, batch: Any) -> None:
+        """Appends the rows of ``batch``."""
+        if isinstance(batch, dict):
+            self._inner.write_numpy(batch)
+        else:
+            self._inner.write_arrow(batch)
+
+    @property
+    def records(self) -> int:
+        """Records written so far."""
+        return self._inner.records
+
+    def close(self) -> dict:
+        """Commits the file; returns ``{"records", "path", "spec"}`` (the
+        spec that reads the file back). Closing twice returns the report
+        again."""
+        if self._report is None:
+            records, spec = self._inner.close()
+            self._report = {"records": records, "path": self._inner.path, "spec": json.loads(spec)}
+        return self._report
+
+    def abort(self) -> None:
+        """Drops the file being written."""
+        self._inner.abort()
+
+    def __enter__(self) -> "Writer":
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()

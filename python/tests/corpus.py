@@ -163,3 +163,79 @@ def assert_batch(got: dict, want: dict, what: str) -> None:
     assert set(got) == set(expected), f"{what}: columns {sorted(got)}, want {sorted(expected)}"
     for key, tensor in expected.items():
         assert_tensor(got[key], tensor, f"{what} / {key}")
+
+
+# -- the folders without a manifest section (FFRecord, OFRecord) ----------
+
+
+class FolderCase:
+    """A case of ffrecord/ or ofrecord/: `<case>.expected.json` and its
+    files."""
+
+    def __init__(self, folder: str, path: Path) -> None:
+        self.folder = folder
+        self.name = path.name[: -len(".expected.json")]
+        self.dir = path.parent
+        self.expected: dict = read_json(path)
+
+    def path(self, relative: str) -> str:
+        return str(self.dir / relative)
+
+    def __repr__(self) -> str:
+        return f"{self.folder}/{self.name}"
+
+
+def folder_cases(folder: str) -> list[FolderCase]:
+    out = [FolderCase(folder, p) for p in sorted((root() / folder).glob("*.expected.json"))]
+    assert out, f"no {folder} cases"
+    return out
+
+
+def sha256_hex(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+_OFR_DTYPES = {
+    "bytes_list": "string",
+    "float_list": "float32",
+    "double_list": "float64",
+    "int32_list": "int32",
+    "int64_list": "int64",
+}
+
+
+def ofrecord_features(records: list[dict]) -> dict[str, str]:
+    """The features of OFRecord manifest records with one list kind in
+    every record that sets one: name -> grist dtype."""
+    kinds: dict[str, set] = {}
+    for r in records:
+        for name, f in (r.get("features") or {}).items():
+            if f["kind"] != "none":
+                kinds.setdefault(name, set()).add(f["kind"])
+    return {n: _OFR_DTYPES[k.pop()] for n, k in kinds.items() if len(k) == 1}
+
+
+def ofrecord_values(feature: dict, dtype: str) -> list:
+    """A manifest feature's values as grist returns them (bytes as bytes,
+    floats from their IEEE bits, authoritative); a large bytes value as
+    its (len, sha256) pair."""
+    import struct
+
+    if feature["kind"] == "none":
+        return []
+    if dtype == "string":
+        out = []
+        for v in feature["values"]:
+            if isinstance(v, dict):
+                out.append((v["len"], v["sha256"]))
+            else:
+                out.append(base64.b64decode(v))
+        return out
+    if dtype in ("float32", "float64"):
+        fmt, size = ("<I", "<f") if dtype == "float32" else ("<Q", "<d")
+        return [
+            struct.unpack(size, struct.pack(fmt, int(b, 16)))[0] for b in feature["bits"]
+        ]
+    return list(feature["values"])

@@ -49,36 +49,35 @@ def test_dense_arrays_own_the_decoded_buffer_and_outlive_the_loader():
     del junk
 
 
-def test_the_gil_is_released_while_a_batch_decodes(tmp_path):
+def test_the_gil_is_released_while_a_batch_decodes():
     case, parse, _ = _dense_numeric_parse()
-    # A large dataset: the same file many times over.
-    files = case.files * 400
-    ticks = 0
+    # A large batch: the same file many times over.
+    files = case.files * 3000
+    stamps: list[float] = []
     stop = threading.Event()
 
     def tick():
-        nonlocal ticks
         while not stop.is_set():
-            ticks += 1
+            stamps.append(time.perf_counter())
 
-    loader = grist.Loader(files, parse, batch_size=1 << 20, threads=1)
+    loader = grist.Loader(files, parse, batch_size=1 << 22, threads=1)
     t = threading.Thread(target=tick)
     t.start()
     try:
-        time.sleep(0.05)
-        before = ticks
+        time.sleep(0.02)
         start = time.perf_counter()
         batch = next(loader)
-        elapsed = time.perf_counter() - start
-        during = ticks - before
+        end = time.perf_counter()
     finally:
         stop.set()
         t.join()
-    assert batch
-    # Holding the GIL for the whole call would have frozen the counter
-    # (the interpreter switches threads only every 5 ms while a thread
-    # runs Python; a call holding the GIL blocks the other throughout).
-    assert during > 1000, f"{during} ticks in {elapsed:.3f} s of decoding"
+    assert len(next(iter(batch.values()))) > 10_000
+    assert end - start > 0.05, "the batch decoded too fast to tell"
+    # A call holding the GIL would have stopped the other thread from its
+    # first bytecode boundary to its return: no stamp inside the call
+    # (past the first switch interval).
+    inside = sum(1 for s in stamps if start + 0.01 < s < end)
+    assert inside > 100, f"{inside} ticks during {end - start:.3f} s of decoding"
 
 
 def test_errors_are_grist_exceptions_with_a_location():

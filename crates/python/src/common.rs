@@ -25,7 +25,26 @@ pub(crate) fn expand(
     paths: &[String],
     format: Option<&str>,
 ) -> Result<(Arc<dyn Format>, Vec<Input>)> {
-    let format = format.map(self::format).transpose()?;
+    expand_with(storage, paths, format, None)
+}
+
+/// [`expand`], the format configured with FFRecord's `payload` (the
+/// payloads' kind: `example`, `ofrecord`, `raw`) when given.
+pub(crate) fn expand_with(
+    storage: &Storage,
+    paths: &[String],
+    format: Option<&str>,
+    payload: Option<&str>,
+) -> Result<(Arc<dyn Format>, Vec<Input>)> {
+    // Only FFRecord has payloads of several kinds.
+    let format = match (format, payload) {
+        (None, Some(_)) => Some("ffrecord"),
+        (f, _) => f,
+    };
+    let mut format = format.map(self::format).transpose()?;
+    if let (Some(f), Some(payload)) = (&format, payload) {
+        format = Some(f.configure("payload", payload)?);
+    }
     Ok(grist::registry().expand(storage, paths, format)?)
 }
 
@@ -57,16 +76,14 @@ pub(crate) fn given_spec(
 
 /// The spec of `inputs` as `format` infers it (Avro: the writer schema;
 /// the others: sampling the first `records` records).
-pub(crate) fn infer(
-    format: &Arc<dyn Format>,
-    inputs: &[Input],
-    records: u64,
-) -> Result<SpecFile> {
+pub(crate) fn infer(format: &Arc<dyn Format>, inputs: &[Input], records: u64) -> Result<SpecFile> {
     let mut options = InferOptions::default();
     options.records = records;
     let inferred = format.infer_spec(inputs, &options)?;
     let spec = inferred.spec;
-    if spec.features.is_empty() && spec.context_features.is_empty() && spec.sequence_features.is_empty()
+    if spec.features.is_empty()
+        && spec.context_features.is_empty()
+        && spec.sequence_features.is_empty()
     {
         return Err(Failure::argument(format!(
             "no feature of the {} sources could be inferred: a spec is needed",

@@ -48,7 +48,8 @@ del _cls
 #[derive(Debug)]
 pub(crate) struct Failure {
     kind: ErrorKind,
-    location: Option<Location>,
+    /// Boxed: results carrying a failure stay small.
+    location: Option<Box<Location>>,
     message: String,
 }
 
@@ -67,11 +68,17 @@ impl Failure {
         Self::new(ErrorKind::Argument, message)
     }
 
+    /// The failure, placed at `at`.
+    pub(crate) fn at(mut self, at: Location) -> Self {
+        self.location = Some(Box::new(at));
+        self
+    }
+
     /// Any grist error that answers [`FormatError`].
     pub(crate) fn of(e: &dyn FormatError) -> Self {
         Failure {
             kind: e.kind(),
-            location: e.location().cloned(),
+            location: e.location().cloned().map(Box::new),
             message: chain(e),
         }
     }
@@ -128,16 +135,16 @@ impl From<grist::ConvertError> for Failure {
         use grist::ConvertError as E;
         let message = chain(&e);
         let (kind, location) = match &e {
-            E::Read(inner) => (inner.kind(), inner.location().cloned()),
+            E::Read(inner) => (inner.kind(), inner.location().cloned().map(Box::new)),
             E::Sources { source, .. } | E::Write { source, .. } => {
-                (source.kind(), source.location().cloned())
+                (source.kind(), source.location().cloned().map(Box::new))
             }
             E::Encode { at, source, .. } => {
                 let mut at = (**at).clone();
                 if at.feature.is_none() {
                     at.feature = source.location().and_then(|l| l.feature.clone());
                 }
-                (source.kind(), Some(at))
+                (source.kind(), Some(Box::new(at)))
             }
             E::Target { .. }
             | E::NeedsSpec { .. }
@@ -160,7 +167,7 @@ impl From<grist::arrow::Error> for Failure {
         match &e {
             grist::arrow::Error::Write { source, .. } => Failure {
                 kind: source.kind(),
-                location: source.location().cloned(),
+                location: source.location().cloned().map(Box::new),
                 message: chain(&e),
             },
             // The others are about the columns given.

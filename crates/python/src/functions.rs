@@ -30,3 +30,113 @@ pub(crate) fn count(py: Python<'_>, paths: Vec<String>, format: Option<String>) 
         common::count(&format, &inputs).map(|counts| counts.iter().sum())
     })?)
 }
+
+/// What `grist.convert` takes besides its sources, target and spec.
+#[derive(Debug, Default, FromPyObject)]
+#[pyo3(from_item_all)]
+pub(crate) struct ConvertArgs {
+    compression: Option<String>,
+    codec: Option<String>,
+    records_per_file: Option<u64>,
+    files: Option<usize>,
+    threads: Option<usize>,
+    shard: Option<(usize, usize)>,
+    lossy: bool,
+    force: bool,
+    verify: bool,
+}
+
+/// Converts `inputs` into `output` (a folder or URL) in the format `to`;
+/// returns the report as JSON text.
+#[pyfunction]
+#[pyo3(signature = (inputs, output, to, spec_json, spec_path, args))]
+pub(crate) fn convert(
+    py: Python<'_>,
+    inputs: Vec<String>,
+    output: String,
+    to: String,
+    spec_json: Option<String>,
+    spec_path: Option<String>,
+    args: ConvertArgs,
+) -> PyResult<String> {
+    Ok(py.detach(|| -> crate::errors::Result<String> {
+        use grist::tensor::{Input, Lossy, WriteOptions};
+        let storage = common::storage();
+        let spec = common::given_spec(&storage, spec_json.as_deref(), spec_path.as_deref())?;
+        let format = common::format(&to)?;
+        let mut options = WriteOptions::new().with_lossy(if args.lossy {
+            Lossy::Allow
+        } else {
+            Lossy::Refuse
+        });
+        if let Some(c) = &args.compression {
+            options = options.with_compression(c.clone());
+        }
+        if let Some(c) = &args.codec {
+            options = options.with_codec(c.clone());
+        }
+        let mut target = grist::ConvertTarget::new(format.clone(), output)
+            .with_options(options)
+            .with_storage(storage.clone())
+            .with_force(args.force);
+        if let Some(n) = args.records_per_file {
+            target = target.with_records_per_file(n);
+        }
+        if let Some(n) = args.files {
+            target = target.with_files(n);
+        }
+        if let Some(n) = args.threads {
+            target = target.with_threads(n);
+        }
+        if let Some((index, count)) = args.shard {
+            target = target.with_shard(index, count);
+        }
+        let report = grist::convert(&inputs, spec.as_ref(), &target)?;
+        if args.verify {
+            for (address, _) in &report.files {
+                let input = Input::new(&storage, address.clone());
+                format.verify(&input).map_err(|f| {
+                    let mut failure = crate::errors::Failure::from(f.error);
+                    if let Some(at) = f.position {
+                        failure = failure.at(at);
+                    }
+                    failure
+                })?;
+            }
+        }
+        let files: Vec<serde_json::Value> = report
+            .files
+            .iter()
+            .map(|(address, written)| {
+                serde_json::json!({
+                    "path": address.to_string(),
+                    "records": written.records,
+                    "bytes": written.bytes,
+                })
+            })
+            .collect();
+        let notes: Vec<serde_json::Value> = report
+            .notes
+            .iter()
+            .map(|n| {
+                serde_json::json!({
+                    "feature": n.feature, "skipped": n.skipped, "message": n.message,
+                })
+            })
+            .collect();
+        Ok(serde_json::json!({
+            "records": report.records,
+            "bytes": report.bytes,
+            "files": files,
+            "skipped_parts": report.skipped_parts,
+            "skipped_records": report.skipped_records,
+            "encoded_records": report.encoded_records,
+            "up_to_date": report.up_to_date,
+            "spec": report.spec.to_value(),
+            "spec_path": report.spec_address.to_string(),
+            "manifest_path": report.manifest_address.to_string(),
+            "notes": notes,
+        })
+        .to_string())
+    })?)
+}

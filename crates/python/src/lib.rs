@@ -13,6 +13,8 @@ mod common;
 mod errors;
 mod functions;
 mod loader;
+mod reader;
+mod writer;
 
 /// The module `grist._grist`.
 #[pymodule]
@@ -29,8 +31,11 @@ fn _grist(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     m.add_class::<loader::PyLoader>()?;
     m.add_class::<arrow::ArrowBatch>()?;
+    m.add_class::<reader::PyRecordReader>()?;
+    m.add_class::<writer::PyWriter>()?;
     m.add_function(wrap_pyfunction!(functions::infer_spec_json, m)?)?;
     m.add_function(wrap_pyfunction!(functions::count, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::convert, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -31,6 +31,7 @@ pub(crate) struct Args {
     pub(crate) spec_json: Option<String>,
     pub(crate) spec_path: Option<String>,
     pub(crate) format: Option<String>,
+    pub(crate) payload: Option<String>,
     pub(crate) batch_size: Option<usize>,
     pub(crate) shuffle: bool,
     pub(crate) seed: u64,
@@ -68,7 +69,12 @@ pub(crate) fn build(args: Args) -> Result<(Loader, SpecFile, Arc<dyn Format>)> {
             )));
         }
     };
-    let (format, inputs) = common::expand(&storage, &args.paths, args.format.as_deref())?;
+    let (format, inputs) = common::expand_with(
+        &storage,
+        &args.paths,
+        args.format.as_deref(),
+        args.payload.as_deref(),
+    )?;
     let mut spec = match common::given_spec(
         &storage,
         args.spec_json.as_deref(),
@@ -113,6 +119,17 @@ pub(crate) fn build(args: Args) -> Result<(Loader, SpecFile, Arc<dyn Format>)> {
     Ok((loader, spec, format))
 }
 
+/// Whether `output` asks for Arrow record batches (rather than numpy).
+pub(crate) fn output_is_arrow(output: &str) -> Result<bool> {
+    match output {
+        "numpy" => Ok(false),
+        "arrow" => Ok(true),
+        other => Err(Failure::argument(format!(
+            "output {other:?}: \"numpy\" or \"arrow\""
+        ))),
+    }
+}
+
 impl PyLoader {
     /// Runs `f` on the open loader without the GIL.
     fn with<T: Send>(
@@ -135,7 +152,7 @@ impl PyLoader {
     #[new]
     #[pyo3(signature = (paths, spec_json, spec_path, format, batch_size, shuffle, seed,
         shuffle_buffer, threads, shard, shard_mode, epochs, drop_remainder, reader_schema,
-        random_access, output))]
+        random_access, output, payload = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -155,22 +172,15 @@ impl PyLoader {
         reader_schema: Option<String>,
         random_access: String,
         output: &str,
+        payload: Option<String>,
     ) -> PyResult<Self> {
-        let arrow = match output {
-            "numpy" => false,
-            "arrow" => true,
-            other => {
-                return Err(Failure::argument(format!(
-                    "output {other:?}: \"numpy\" or \"arrow\""
-                ))
-                .into());
-            }
-        };
+        let arrow = output_is_arrow(output)?;
         let args = Args {
             paths,
             spec_json,
             spec_path,
             format,
+            payload,
             batch_size,
             shuffle,
             seed,
@@ -195,7 +205,9 @@ impl PyLoader {
     /// The next batch (a dict of arrays, or an Arrow batch exporter), or
     /// `None` at the end.
     fn next_batch(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let batch = self.with(py, |loader| loader.next_batch().transpose().map_err(Into::into))?;
+        let batch = self.with(py, |loader| {
+            loader.next_batch().transpose().map_err(Into::into)
+        })?;
         let Some(batch) = batch else {
             return Ok(None);
         };

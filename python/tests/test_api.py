@@ -1,0 +1,155 @@
+"""read_batches, infer_spec, count, convert, resume through state_dict,
+shuffle, shards and epochs, for every format."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import grist
+from corpus import assert_batch, cases, parses
+from datasets import FORMATS, make, rows, same_batches, source
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    base = tmp_path_factory.mktemp("data")
+    return {fmt: make(base, fmt) for fmt in FORMATS}
+
+
+def spec_of(path):
+    return path / "spec.json"
+
+
+def test_count_matches_the_corpus():
+    checked = 0
+    for section in ("tfrecord", "avro"):
+        for case in cases(section):
+            if case.outcome != "ok":
+                continue
+            want = (case.expected.get("tfrecord") or case.expected.get("avro"))["record_count"]
+            assert grist.count(case.files) == want, case.name
+            checked += 1
+    assert checked > 10
+
+
+def test_read_batches_yield_the_parses_batches():
+    case, parse = next((c, p) for c, p in parses("tfrecord") if p["outcome"] == "ok")
+    a = list(grist.read_batches(case.files, parse, batch_size=parse["batch_size"]))
+    b = list(grist.Loader(case.files, parse, batch_size=parse["batch_size"]))
+    assert len(a) == len(parse["batches"]) and same_batches(a, b)
+    for i, (got, want) in enumerate(zip(a, parse["batches"])):
+        assert_batch(got, want, f"{case.name} batch {i}")
+
+
+def test_infer_spec_is_a_spec_the_loader_takes():
+    spec = grist.infer_spec(source())
+    names = [f["name"] for f in spec["features"]]
+    loader = grist.Loader(source(), spec, batch_size=4)
+    assert list(next(loader)) == names
+    # The loader resolves the same spec by itself.
+    assert grist.Loader(source(), batch_size=4).spec == spec
+    # As JSON text and as a file.
+    assert list(next(grist.Loader(source(), json.dumps(spec)))) == names
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_convert_writes_every_record_and_reads_back(fmt, data, tmp_path):
+    path = data[fmt]
+    report = json.loads((path / "manifest.json").read_text())
+    assert grist.count(path, format=fmt) == 300
+    assert sum(p["records"] for p in report["parts"]) == 300
+    back = list(grist.read_batches(path, spec_of(path), batch_size=64))
+    src = list(grist.read_batches([source()] * 30, batch_size=64))
+    # tf.Example and FFRecord's (tf.Example payload) float64 column is
+    # float32, as lossy allowed.
+    with np.errstate(over="ignore"):
+        src = [{k: v.astype(b[k].dtype) for k, v in s.items()} for s, b in zip(src, back)]
+    assert same_batches(back, src)
+    # A rerun is up to date; verify reads every output back.
+    again = grist.convert([source()] * 30, path, fmt, records_per_file=70, lossy=True, verify=True)
+    assert again["up_to_date"] and again["records"] == 300
+
+
+def test_convert_refuses_what_the_target_cannot_hold(tmp_path):
+    # float64 in tf.Example is narrowed only when lossy.
+    with pytest.raises(grist.SpecError) as info:
+        grist.convert(source(), tmp_path / "out", "tfrecord")
+    assert "d" in str(info.value)
+    assert not (tmp_path / "out" / "part-00000.tfrecord").exists()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_resume_from_state_dict_is_exact(fmt, shuffle, data):
+    path = data[fmt]
+    kwargs = dict(batch_size=7, shuffle=shuffle, seed=5, epochs=2, shuffle_buffer=50)
+    full = list(grist.Loader(path, spec_of(path), **kwargs))
+    assert len(full) == 2 * -(-300 // 7)
+    for k in (0, 3, 44, 50):
+        loader = grist.Loader(path, spec_of(path), **kwargs)
+        head = [next(loader) for _ in range(k)]
+        state = loader.state_dict()
+        loader.close()
+        # JSON-serializable, as a checkpoint holds it.
+        state = json.loads(json.dumps(state))
+        resumed = grist.Loader(path, spec_of(path), **kwargs)
+        resumed.load_state_dict(state)
+        assert resumed.epoch == (1 if k >= 43 else 0)
+        rest = list(resumed)
+        assert same_batches(head + rest, full), (fmt, shuffle, k)
+
+
+def test_a_state_of_other_arguments_is_refused(data):
+    path = data["tfrecord"]
+    a = grist.Loader(path, spec_of(path), batch_size=7)
+    next(a)
+    b = grist.Loader(path, spec_of(path), batch_size=8)
+    with pytest.raises(grist.SpecError):
+        b.load_state_dict(a.state_dict())
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_shuffle_is_a_permutation_per_epoch_and_seeded(fmt, data):
+    path = data[fmt]
+    plain = rows(grist.Loader(path, spec_of(path), batch_size=32))
+    one = rows(grist.Loader(path, spec_of(path), batch_size=32, shuffle=True, seed=1))
+    again = rows(grist.Loader(path, spec_of(path), batch_size=32, shuffle=True, seed=1))
+    other = rows(grist.Loader(path, spec_of(path), batch_size=32, shuffle=True, seed=2))
+    assert one == again and one != plain and one != other
+    assert sorted(one, key=repr) == sorted(plain, key=repr)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("mode", ["files", "records"])
+def test_shards_read_every_record_once(fmt, mode, data):
+    path = data[fmt]
+    plain = rows(grist.Loader(path, spec_of(path), batch_size=16))
+    shares = [
+        rows(grist.Loader(path, spec_of(path), batch_size=16, shard=(r, 2), shard_mode=mode))
+        for r in range(2)
+    ]
+    assert all(shares)
+    assert sorted(shares[0] + shares[1], key=repr) == sorted(plain, key=repr)
+
+
+def test_epochs(data):
+    path = data["ffrecord"]
+    two = rows(grist.Loader(path, spec_of(path), batch_size=50, epochs=2))
+    assert len(two) == 600 and two[:300] == two[300:]
+    endless = grist.Loader(path, spec_of(path), batch_size=50, epochs=None)
+    got = [next(endless) for _ in range(20)]
+    assert sum(len(b["i"]) for b in got) == 1000
+    assert endless.epoch == 3
+    stats = endless.stats()
+    assert stats["records"] == 1000 and stats["batches"] == 20
+
+
+def test_closed_loader_refuses(data):
+    path = data["avro"]
+    with grist.Loader(path, spec_of(path)) as loader:
+        next(loader)
+    with pytest.raises(grist.GristError):
+        next(loader)
