@@ -418,20 +418,19 @@ class Datasink(_RayDatasink):
                     )
                 writer.write(table)
                 records += table.num_rows
-        except BaseException as e:
+        except BaseException:
             if writer is not None:
-                # Leaving the writer by an exception aborts it: nothing is
-                # left under the part's name.
-                writer.__exit__(type(e), e, e.__traceback__)
+                # Nothing is left under the part's name.
+                writer.abort()
             raise
         if writer is None:
             return {"path": None, "records": 0, "spec": None}
-        writer.close()
-        return {"path": target, "records": records, "spec": getattr(writer, "spec", None)}
+        report = writer.close()
+        return {"path": target, "records": records, "spec": report.get("spec")}
 
     def on_write_complete(self, write_result) -> None:
         # The spec in the written format's form (what the parts read back
-        # with), from the writers; grist builds without Writer.spec write none.
+        # with), as the writers report it.
         specs = [r["spec"] for r in write_result.write_returns if r and r.get("spec")]
         if not specs or _is_url(self.path):
             return

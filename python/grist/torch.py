@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import warnings
+import weakref
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -260,8 +261,10 @@ class IterableDataset(_tud.IterableDataset):
         # The state load_state_dict was given, for the next __iter__.
         self._resume: Optional[dict] = None
         # The pass in progress in this process (for state_dict without a
-        # StatefulDataLoader, num_workers=0).
-        self._live: Optional[_Iterator] = None
+        # StatefulDataLoader, num_workers=0). A weak reference: the iterator
+        # refers to the dataset, and a cycle would leave its loader to the
+        # cyclic GC, which may run in a forked DataLoader worker.
+        self._live: Optional[weakref.ref] = None
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch the next ``iter()`` reads (its shuffle order)."""
@@ -283,7 +286,7 @@ class IterableDataset(_tud.IterableDataset):
         if self._resume is not None:
             it.load_state_dict(self._resume)
             self._resume = None
-        self._live = it
+        self._live = weakref.ref(it)
         return it
 
     def _make_loader(self, shard: Tuple[int, int], threads, epoch: int):
@@ -309,7 +312,8 @@ class IterableDataset(_tud.IterableDataset):
     def state_dict(self) -> Dict[str, Any]:
         """The epoch and, when a pass is in progress in this process, its
         position."""
-        live = self._live.state_dict() if self._live is not None else self._resume
+        it = self._live() if self._live is not None else None
+        live = it.state_dict() if it is not None else self._resume
         return {"epoch": self.epoch, "position": live}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
@@ -324,6 +328,10 @@ class IterableDataset(_tud.IterableDataset):
         d = dict(self.__dict__)
         d["_live"] = None
         return d
+
+
+# Readers a forked process inherited (see Dataset._open).
+_FORKED_READERS: list = []
 
 
 def _row(value: Any, i: int) -> Any:
@@ -385,9 +393,19 @@ class Dataset(_tud.Dataset):
         self._reader = None
         self._pid = None
         self._len = len(self._open())
+        # Not kept open: DataLoader workers (forked) open their own, and the
+        # parent reopens on first use.
+        self._reader = None
 
     def _open(self):
-        if self._reader is None or self._pid != os.getpid():
+        if self._reader is not None and self._pid != os.getpid():
+            # A reader inherited through fork (a DataLoader worker): its
+            # threads stayed in the parent, so dropping it here would join
+            # threads that do not exist. It is kept, unused, for the life of
+            # this process.
+            _FORKED_READERS.append(self._reader)
+            self._reader = None
+        if self._reader is None:
             self._reader = grist.RecordReader(
                 self.paths, self.spec, format=self.format, output="numpy"
             )

@@ -71,15 +71,16 @@ def batches_rows(batches):
     return np.concatenate(ids), np.concatenate(xs), toks
 
 
-def read_back(folder, spec=SPEC):
-    """Everything under `folder` read with grist itself, in order."""
-    return batches_rows(grist.read_batches(folder, spec, batch_size=64))
+def read_back(folder):
+    """Everything under `folder` read with grist itself, in order, with the
+    spec.json the Datasink wrote."""
+    return batches_rows(grist.read_batches(folder, os.path.join(folder, "spec.json"), batch_size=64))
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_round_trip_each_format(local_ray, source, tmp_path, fmt):
     out = str(tmp_path / fmt)
-    ds = ray.data.read_datasource(gr.Datasource(source.files, SPEC), override_num_blocks=3)
+    ds = ray.data.read_datasource(gr.Datasource(source.files, source.spec), override_num_blocks=3)
     ds.write_datasink(gr.Datasink(out, fmt, SPEC))
     parts = gr.Datasink(out, fmt).parts
     assert parts, "no part written"
@@ -90,7 +91,7 @@ def test_round_trip_each_format(local_ray, source, tmp_path, fmt):
     assert sorted(ids.tolist()) == sorted(source.ids.tolist())
     check_rows(source, ids, x, tok)
     # And so does the Datasource.
-    back = ray.data.read_datasource(gr.Datasource(out, SPEC))
+    back = ray.data.read_datasource(gr.Datasource(out, os.path.join(out, "spec.json")))
     assert back.count() == len(source.ids)
     got_ids, got_x, _ = rows_of(back)
     assert got_ids.tolist() == sorted(source.ids.tolist())
@@ -101,7 +102,7 @@ def test_round_trip_each_format(local_ray, source, tmp_path, fmt):
 def test_tfrecord_to_avro(local_ray, source, tmp_path):
     out = str(tmp_path / "avro")
     (
-        ray.data.read_datasource(gr.Datasource(source.files, SPEC))
+        ray.data.read_datasource(gr.Datasource(source.files, source.spec))
         .write_datasink(gr.Datasink(out, "avro"))
     )
     names = sorted(os.listdir(out))
@@ -115,7 +116,7 @@ def test_tfrecord_to_avro(local_ray, source, tmp_path):
 @pytest.mark.parametrize("fmt", RANDOM_ACCESS)
 def test_record_range_splits_cover_every_record_once(tmp_path, fmt):
     written = write_dataset(str(tmp_path), fmt, sizes=(103,))
-    src = gr.Datasource(written.files, SPEC, batch_size=16, min_records_per_task=1)
+    src = gr.Datasource(written.files, written.spec, batch_size=16, min_records_per_task=1)
     tasks = src.get_read_tasks(4)
     assert len(tasks) == 4
     seen = []
@@ -132,14 +133,14 @@ def test_record_range_splits_cover_every_record_once(tmp_path, fmt):
 
 def test_record_ranges_through_ray(local_ray, tmp_path):
     written = write_dataset(str(tmp_path), "ffrecord", sizes=(90,))
-    src = gr.Datasource(written.files, SPEC, batch_size=8, min_records_per_task=10)
+    src = gr.Datasource(written.files, written.spec, batch_size=8, min_records_per_task=10)
     ds = ray.data.read_datasource(src, override_num_blocks=4)
     ids, _, _ = rows_of(ds)
     assert ids.tolist() == sorted(written.ids.tolist())
 
 
 def test_split_by_file(source):
-    src = gr.Datasource(source.files, SPEC)
+    src = gr.Datasource(source.files, source.spec)
     tasks = src.get_read_tasks(2)
     assert len(tasks) == 2
     groups = [list(t.metadata.input_files) for t in tasks]
@@ -151,7 +152,7 @@ def test_split_by_file(source):
 
 def test_records_split_refused_for_streams(source):
     with pytest.raises(ValueError, match="record number"):
-        gr.Datasource(source.files, SPEC, split="records")
+        gr.Datasource(source.files, source.spec, split="records")
 
 
 def test_part_names():
@@ -174,7 +175,7 @@ def test_failed_write_task_leaves_no_file(local_ray, source, tmp_path):
         return batch
 
     ds = ray.data.read_datasource(
-        gr.Datasource(source.files, SPEC, batch_size=16), override_num_blocks=1
+        gr.Datasource(source.files, source.spec, batch_size=16), override_num_blocks=1
     )
     with pytest.raises(Exception, match="boom"):
         ds.map_batches(fail_after_first, batch_size=16).write_datasink(
@@ -187,7 +188,7 @@ def test_failed_write_task_leaves_no_file(local_ray, source, tmp_path):
 
 def test_existing_output_is_refused_unless_overwrite(local_ray, source, tmp_path):
     out = str(tmp_path / "again")
-    ds = ray.data.read_datasource(gr.Datasource(source.files, SPEC))
+    ds = ray.data.read_datasource(gr.Datasource(source.files, source.spec))
     ds.write_datasink(gr.Datasink(out, "ffrecord", SPEC))
     with pytest.raises(Exception, match="already holds"):
         ds.write_datasink(gr.Datasink(out, "ffrecord", SPEC))
@@ -197,7 +198,7 @@ def test_existing_output_is_refused_unless_overwrite(local_ray, source, tmp_path
 
 
 def test_projection_reads_only_the_selected_features(local_ray, source):
-    src = gr.Datasource(source.files, SPEC)
+    src = gr.Datasource(source.files, source.spec)
     spec, columns = src.apply_projection({"id": "id"})._task_spec()
     assert [f["name"] for f in spec] == ["id"] and columns == ["id"]
     ds = ray.data.read_datasource(src).select_columns(["id"])

@@ -55,7 +55,7 @@ def read_ranks(written, world, workers, epoch=0, **kw):
     out = []
     for rank in range(world):
         ds = gt.IterableDataset(
-            written.files, SPEC, batch_size=8, shuffle=True, seed=11,
+            written.files, written.spec, batch_size=8, shuffle=True, seed=11,
             rank=rank, world_size=world, **kw,
         )
         ds.set_epoch(epoch)
@@ -83,7 +83,7 @@ def test_ranks_from_environment(dataset, monkeypatch):
     for rank in range(2):
         monkeypatch.setenv("RANK", str(rank))
         monkeypatch.setenv("WORLD_SIZE", "2")
-        ds = gt.IterableDataset(dataset.files, SPEC, batch_size=16)
+        ds = gt.IterableDataset(dataset.files, dataset.spec, batch_size=16)
         assert (ds.rank, ds.world_size) == (rank, 2)
         seen.append(ids_of(list(DataLoader(ds, batch_size=None, num_workers=2))))
     assert sorted(np.concatenate(seen).tolist()) == sorted(dataset.ids.tolist())
@@ -106,9 +106,9 @@ def test_rank_and_world_checks_its_arguments(monkeypatch):
 
 def test_dataset_refuses_shard_and_output(dataset):
     with pytest.raises(TypeError, match="shard"):
-        gt.IterableDataset(dataset.files, SPEC, shard=(0, 2))
+        gt.IterableDataset(dataset.files, dataset.spec, shard=(0, 2))
     with pytest.raises(TypeError, match="output"):
-        gt.IterableDataset(dataset.files, SPEC, output="arrow")
+        gt.IterableDataset(dataset.files, dataset.spec, output="arrow")
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -117,7 +117,7 @@ def test_stateful_dataloader_resumes_exactly(dataset, workers):
 
     def make():
         ds = gt.IterableDataset(
-            dataset.files, SPEC, batch_size=6, shuffle=True, seed=5, shuffle_buffer=20
+            dataset.files, dataset.spec, batch_size=6, shuffle=True, seed=5, shuffle_buffer=20
         )
         ds.set_epoch(2)
         return sdl.StatefulDataLoader(ds, batch_size=None, num_workers=workers)
@@ -141,12 +141,12 @@ def test_stateful_dataloader_resumes_exactly(dataset, workers):
 
 
 def test_state_dict_without_stateful_dataloader(dataset):
-    ds = gt.IterableDataset(dataset.files, SPEC, batch_size=10, shuffle=True, seed=1)
+    ds = gt.IterableDataset(dataset.files, dataset.spec, batch_size=10, shuffle=True, seed=1)
     it = iter(ds)
     next(it), next(it)
     state = ds.state_dict()
     rest = [b["id"].numpy() for b in it]
-    ds2 = gt.IterableDataset(dataset.files, SPEC, batch_size=10, shuffle=True, seed=1)
+    ds2 = gt.IterableDataset(dataset.files, dataset.spec, batch_size=10, shuffle=True, seed=1)
     ds2.load_state_dict(state)
     again = [b["id"].numpy() for b in ds2]
     assert len(rest) == len(again)
@@ -155,17 +155,17 @@ def test_state_dict_without_stateful_dataloader(dataset):
 
 
 def test_state_of_another_shard_is_refused(dataset):
-    ds = gt.IterableDataset(dataset.files, SPEC, batch_size=10, rank=0, world_size=2)
+    ds = gt.IterableDataset(dataset.files, dataset.spec, batch_size=10, rank=0, world_size=2)
     it = iter(ds)
     next(it)
     state = it.state_dict()
-    other = iter(gt.IterableDataset(dataset.files, SPEC, batch_size=10, rank=1, world_size=2))
+    other = iter(gt.IterableDataset(dataset.files, dataset.spec, batch_size=10, rank=1, world_size=2))
     with pytest.raises(ValueError, match="shard 0 of 2"):
         other.load_state_dict(state)
 
 
 def test_tensors_share_memory_with_the_numpy_batch(dataset):
-    batch = next(iter(grist.Loader(dataset.files, SPEC, batch_size=16)))
+    batch = next(iter(grist.Loader(dataset.files, dataset.spec, batch_size=16)))
     t = gt.to_torch(batch)
     for name in ("id", "x"):
         assert isinstance(t[name], torch.Tensor)
@@ -177,7 +177,7 @@ def test_tensors_share_memory_with_the_numpy_batch(dataset):
 
 
 def test_sparse_coo_form(dataset):
-    batch = next(iter(grist.Loader(dataset.files, SPEC, batch_size=16)))
+    batch = next(iter(grist.Loader(dataset.files, dataset.spec, batch_size=16)))
     coo = gt.to_torch(batch, sparse="coo")["tok"]
     assert coo.is_sparse
     dense = coo.to_dense().numpy()
@@ -189,7 +189,7 @@ def test_sparse_coo_form(dataset):
 
 
 def test_map_style_distributed_sampler_covers_every_index_once(indexed):
-    ds = gt.Dataset(indexed.files, SPEC)
+    ds = gt.Dataset(indexed.files, indexed.spec)
     assert len(ds) == len(indexed.ids)
     got = []
     for rank in range(2):
@@ -212,7 +212,7 @@ def test_map_style_distributed_sampler_covers_every_index_once(indexed):
 
 
 def test_map_style_one_read_per_batch(indexed):
-    ds = gt.Dataset(indexed.files, SPEC)
+    ds = gt.Dataset(indexed.files, indexed.spec)
     reader = ds._open()
     calls = []
 
@@ -231,7 +231,7 @@ def test_map_style_one_read_per_batch(indexed):
 
 
 def test_map_style_getitem_is_one_record(indexed):
-    ds = gt.Dataset(indexed.files, SPEC)
+    ds = gt.Dataset(indexed.files, indexed.spec)
     for k in (0, len(ds) // 2, -1):
         rec = ds[k]
         row = k % len(ds)
@@ -244,6 +244,6 @@ def test_map_style_getitem_is_one_record(indexed):
 
 
 def test_collate_refuses_lists_of_samples(indexed):
-    ds = gt.Dataset(indexed.files, SPEC)
+    ds = gt.Dataset(indexed.files, indexed.spec)
     with pytest.raises(TypeError, match="collate_fn"):
         gt.collate([ds[0], ds[1]])

@@ -32,6 +32,8 @@ class Written:
 
     format: str
     files: List[str]
+    # The spec that reads the files back (Writer.close()'s report).
+    spec: object
     ids: np.ndarray
     x: np.ndarray
     tok: List[np.ndarray]
@@ -75,15 +77,17 @@ def write_dataset(folder: str, fmt: str, sizes=(37, 50, 41), seed: int = 7) -> W
     x = rng.standard_normal((total, 2)).astype(np.float32)
     tok = [rng.integers(0, 1 << 40, size=int(n)) for n in rng.integers(0, 5, size=total)]
     files = []
+    spec = None
     start = 0
     for part, n in enumerate(sizes):
         path = part_file(folder, fmt, part)
         sl = slice(start, start + n)
-        with grist.Writer(path, fmt, SPEC) as w:
-            w.write({"id": ids[sl], "x": x[sl], "tok": varlen_tuple(tok[sl])})
+        w = grist.Writer(path, fmt, SPEC)
+        w.write({"id": ids[sl], "x": x[sl], "tok": varlen_tuple(tok[sl])})
+        spec = w.close()["spec"]
         files.append(path)
         start += n
-    return Written(fmt, files, ids, x, tok)
+    return Written(fmt, files, spec, ids, x, tok)
 
 
 def check_rows(written: Written, ids, x, tok_rows) -> None:
