@@ -137,6 +137,8 @@ def _read_task(
     if shard is not None:
         kwargs["shard"] = shard
         kwargs["shard_mode"] = "records"
+        # Each task reads its range by number, not the framing of all.
+        kwargs.setdefault("random_access", "required")
     loader = grist.Loader(paths, spec, format=format, output="arrow", epochs=1, **kwargs)
     try:
         for rb in loader:
@@ -203,14 +205,16 @@ class Datasource(_RayDatasource):
             random_access = getattr(probe, "random_access", None)
         finally:
             probe.close()
+        # Record counts without reading the records, where the format can
+        # read by number (FFRecord, OFRecord, TFRecord with .idx files;
+        # OFRecord streams by default, yet reads by number when asked).
         self._counts: Optional[List[int]] = None
-        if random_access is not False:
-            try:
-                reader = grist.RecordReader(names, self._spec, format=self._format)
-                self._counts = [int(c) for c in reader.counts]
-            except grist.GristError:
-                if random_access:
-                    raise
+        try:
+            reader = grist.RecordReader(names, self._spec, format=self._format)
+            self._counts = [int(c) for c in reader.counts]
+        except grist.GristError:
+            if random_access:
+                raise
         if split == "records" and self._counts is None:
             raise ValueError(
                 f"split='records' needs a format read by record number; {self._format} "
