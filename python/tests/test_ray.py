@@ -30,12 +30,20 @@ def local_ray():
     """A local Ray of 2 CPUs for this module (or the one already running)."""
     started = not ray.is_initialized()
     if started:
+        # Workers import grist, and this module (functions defined here are
+        # pickled by reference), from where this process does.
+        path = [
+            os.path.dirname(os.path.abspath(__file__)),
+            os.path.dirname(os.path.dirname(os.path.abspath(grist.__file__))),
+        ]
+        if os.environ.get("PYTHONPATH"):
+            path.append(os.environ["PYTHONPATH"])
         ray.init(
             num_cpus=2,
             include_dashboard=False,
             log_to_driver=False,
             configure_logging=False,
-            runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}},
+            runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(path)}},
         )
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
