@@ -40,6 +40,9 @@ __all__ = [
     "convert",
     "RecordReader",
     "Writer",
+    "list_files",
+    "part_name",
+    "write_spec",
     "GristError",
     "SpecError",
     "DataError",
@@ -121,6 +124,12 @@ class Loader:
         reader_schema: an Avro reader schema (dict, JSON text or ``.avsc`` path).
         random_access: "auto", "off" or "required" (read records by number).
         output: "numpy" (dicts of arrays) or "arrow" (``pyarrow.RecordBatch``).
+        equal_batches: with ``shard``, every rank yields the same number of
+            batches (DDP ranks must not wait at an all-reduce for a rank
+            that has finished).
+        start_epoch: the first epoch read (its file and shuffle order, as
+            the loader's own epoch of that number; ``epoch`` starts there
+            and ``epochs`` counts from it).
         payload: FFRecord only: what the samples hold, "example" (serialized
             tf.Example, the default), "ofrecord", or "raw" (the bytes of one
             dense tensor; a string feature of shape [] gets each sample's bytes).
@@ -147,10 +156,19 @@ class Loader:
         random_access: str = "auto",
         output: str = "numpy",
         payload: Optional[str] = None,
+        equal_batches: bool = False,
+        start_epoch: int = 0,
     ) -> None:
         spec_json, spec_path = _spec(spec)
         if shard is not None:
             shard = (int(shard[0]), int(shard[1]))
+        start_epoch = int(start_epoch)
+        if start_epoch < 0:
+            raise SpecError(f"start_epoch {start_epoch}: must be at least 0")
+        if epochs is not None and start_epoch:
+            # The loader counts epochs from 0: it reads epochs
+            # start_epoch .. start_epoch + epochs - 1.
+            epochs = int(epochs) + start_epoch
         self._output = output
         self._inner = _grist._Loader(
             _paths(paths),
@@ -170,8 +188,15 @@ class Loader:
             random_access,
             output,
             payload,
+            bool(equal_batches),
         )
         self._spec: Optional[Any] = None
+        if start_epoch:
+            # A fresh state at that epoch: its order, as the Rust loader's
+            # own epoch `start_epoch` would be.
+            state = self.state_dict()
+            state["epoch"] = start_epoch
+            self.load_state_dict(state)
 
     def __iter__(self) -> "Loader":
         return self
@@ -445,6 +470,13 @@ class Writer:
         """Records written so far."""
         return self._inner.records
 
+    @property
+    def spec(self) -> Optional[Any]:
+        """The spec (JSON form) that reads the file back: known once given,
+        or after the first batch when taken from it; else None."""
+        text = self._inner.spec_json
+        return None if text is None else json.loads(text)
+
     def close(self) -> dict:
         """Commits the file; returns ``{"records", "path", "spec"}`` (the
         spec that reads the file back). Closing twice returns the report
@@ -466,3 +498,42 @@ class Writer:
             self.close()
         else:
             self.abort()
+
+
+def list_files(
+    paths: PathsLike, *, format: Optional[str] = None, payload: Optional[str] = None
+) -> list[tuple[str, int]]:
+    """The files ``paths`` stand for, as the loader reads them (folders
+    listed by the format's rules, globs and object-store prefixes
+    expanded), in dataset order, each with its size in bytes."""
+    return [(p, n) for p, n in _grist.list_files(_paths(paths), format, payload)]
+
+
+def part_name(
+    format: str, part: int, *, compression: Optional[str] = None, codec: Optional[str] = None
+) -> str:
+    """The name ``convert`` gives output part ``part`` of ``format``
+    (``part-00003.tfrecord.gz``, ...)."""
+    return _grist.part_name(format, int(part), compression, codec)
+
+
+def write_spec(
+    folder: Union[str, "os.PathLike[str]"],
+    format: str,
+    spec: Any,
+    *,
+    compression: Optional[str] = None,
+    codec: Optional[str] = None,
+    lossy: bool = False,
+) -> Any:
+    """Writes ``spec`` in ``format``'s own form as ``folder/spec.json`` (what
+    ``convert`` writes beside its parts, so that the folder reads back
+    without ``spec=``); returns it (JSON form)."""
+    spec_json, spec_path = _spec(spec)
+    if spec_json is None:
+        if spec_path is None:
+            raise SpecError("write_spec: a spec is needed")
+        with open(spec_path, encoding="utf-8") as f:
+            spec_json = f.read()
+    text = _grist.write_spec(os.fspath(folder), format, spec_json, compression, codec, bool(lossy))
+    return json.loads(text)

@@ -6,11 +6,13 @@ passes, through the environment:
 
 * GRIST_CORPUS: the shared golden corpus (default: ../shared/corpus
   beside the repository).
-* GRIST_TEST_S3_URL: ``s3://<bucket>/<prefix>`` under which the corpus is
-  served by grist-testkit's in-process S3 server (its files at the same
-  relative paths); together with AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
+* GRIST_TEST_S3_URL: ``s3://<bucket>/`` under which the corpus is served
+  by grist-testkit's in-process S3 server (its files at the same relative
+  paths), and GRIST_TEST_S3_SCRATCH: a writable bucket of the same
+  server; together with AWS_ENDPOINT, AWS_ACCESS_KEY_ID,
   AWS_SECRET_ACCESS_KEY, AWS_REGION and AWS_ALLOW_HTTP, which grist's
-  storage reads. Without it the object-store tests skip (loudly).
+  storage reads. Without them the object-store tests skip (pytest lists
+  the skips and their reason).
 """
 
 from __future__ import annotations

@@ -3,7 +3,10 @@ shuffle, shards and epochs, for every format."""
 
 from __future__ import annotations
 
+import gc
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -153,3 +156,76 @@ def test_closed_loader_refuses(data):
         next(loader)
     with pytest.raises(grist.GristError):
         next(loader)
+
+
+@pytest.mark.parametrize("fmt", ["ffrecord", "tfrecord"])
+def test_start_epoch_reads_that_epochs_order(fmt, data):
+    path = data[fmt]
+    kwargs = dict(batch_size=32, shuffle=True, seed=9, shuffle_buffer=64)
+    three = rows(grist.Loader(path, spec_of(path), epochs=3, **kwargs))
+    later = grist.Loader(path, spec_of(path), epochs=2, start_epoch=1, **kwargs)
+    assert later.epoch == 1
+    assert rows(later) == three[300:]
+    assert rows(grist.Loader(path, spec_of(path), epochs=1, start_epoch=2, **kwargs)) == three[600:]
+
+
+def test_equal_batches_give_every_rank_as_many_batches(data):
+    path = data["ffrecord"]
+    # 300 records, 7 per batch, 2 ranks: 150 records each either way, but
+    # by file the shares differ (5 files of 70, 70, 70, 70, 20).
+    counts = [
+        len(list(grist.Loader(path, spec_of(path), batch_size=7, shard=(r, 2), shard_mode="files", equal_batches=True)))
+        for r in range(2)
+    ]
+    assert counts[0] == counts[1]
+
+
+def test_list_files_part_name_and_write_spec(data, tmp_path):
+    path = data["tfrecord"]
+    files = grist.list_files(path)
+    assert [Path(f).name for f, _ in files] == [grist.part_name("tfrecord", i) for i in range(5)]
+    assert all(size == Path(f).stat().st_size for f, size in files)
+    assert grist.part_name("tfrecord", 3, compression="GZIP") == "part-00003.tfrecord.gz"
+    spec = grist.infer_spec(source())
+    written = grist.write_spec(tmp_path / "out", "tfrecord", spec, lossy=True)
+    assert json.loads((tmp_path / "out" / "spec.json").read_text()) == written
+    # tf.Example holds the float64 column as float32.
+    assert {f["name"]: f["dtype"] for f in written["features"]}["d"] == "float32"
+
+
+def test_writer_spec_is_known_after_the_first_batch(tmp_path):
+    w = grist.Writer(tmp_path / "a.avro", "avro")
+    assert w.spec is None
+    w.write({"x": np.arange(3, dtype=np.int32)})
+    assert [f["name"] for f in w.spec["features"]] == ["x"]
+    assert w.close()["spec"] == w.spec
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_objects_inherited_by_a_forked_child_drop_without_harm(data, tmp_path):
+    """A torch DataLoader worker is forked: the loader, reader and writer
+    it inherits have no threads there; dropping them must neither abort
+    the child nor touch the parent's files."""
+    path = data["ffrecord"]
+    loader = grist.Loader(path, spec_of(path), batch_size=7, threads=2)
+    next(loader)
+    reader = grist.RecordReader(path, spec_of(path))
+    writer = grist.Writer(tmp_path / "w.ffr", "ffrecord")
+    writer.write({"x": np.arange(3)})
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            del loader, reader, writer
+            gc.collect()
+            # New objects work in the child.
+            ok = len(list(grist.Loader(path, spec_of(path), batch_size=100))) == 3
+            code = 0 if ok else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    # The parent's objects still work.
+    assert len(list(loader)) == 43 - 1
+    assert reader.read([0])["i"].shape == (1,)
+    assert writer.close()["records"] == 3

@@ -140,3 +140,96 @@ pub(crate) fn convert(
         .to_string())
     })?)
 }
+
+/// The inputs `paths` expand to, in dataset order, with their sizes.
+#[pyfunction]
+#[pyo3(signature = (paths, format = None, payload = None))]
+pub(crate) fn list_files(
+    py: Python<'_>,
+    paths: Vec<String>,
+    format: Option<String>,
+    payload: Option<String>,
+) -> PyResult<Vec<(String, u64)>> {
+    Ok(py.detach(|| {
+        let storage = common::storage();
+        let (_, inputs) =
+            common::expand_with(&storage, &paths, format.as_deref(), payload.as_deref())?;
+        inputs
+            .iter()
+            .map(|i| Ok((i.name().to_string(), i.size()?)))
+            .collect::<crate::errors::Result<Vec<_>>>()
+    })?)
+}
+
+/// Write options from the Python arguments.
+fn write_options(
+    compression: Option<String>,
+    codec: Option<String>,
+    lossy: bool,
+) -> grist::tensor::WriteOptions {
+    use grist::tensor::{Lossy, WriteOptions};
+    let mut options =
+        WriteOptions::new().with_lossy(if lossy { Lossy::Allow } else { Lossy::Refuse });
+    if let Some(c) = compression {
+        options = options.with_compression(c);
+    }
+    if let Some(c) = codec {
+        options = options.with_codec(c);
+    }
+    options
+}
+
+/// The name of output part `part` of `format` (as `convert` names them).
+#[pyfunction]
+#[pyo3(signature = (format, part, compression = None, codec = None))]
+pub(crate) fn part_name(
+    format: &str,
+    part: usize,
+    compression: Option<String>,
+    codec: Option<String>,
+) -> PyResult<String> {
+    let format = common::format(format)?;
+    Ok(format.part_name(part, &write_options(compression, codec, false)))
+}
+
+/// Writes `spec` in `format`'s own form as `spec.json` in `folder` (what
+/// `convert` writes beside its parts); returns it as JSON text.
+#[pyfunction]
+#[pyo3(signature = (folder, format, spec_json, compression = None, codec = None, lossy = false))]
+pub(crate) fn write_spec(
+    py: Python<'_>,
+    folder: String,
+    format: &str,
+    spec_json: &str,
+    compression: Option<String>,
+    codec: Option<String>,
+    lossy: bool,
+) -> PyResult<String> {
+    let format = common::format(format)?;
+    Ok(py.detach(|| -> crate::errors::Result<String> {
+        use std::io::Write;
+        let storage = common::storage();
+        let spec = grist::tensor::SpecFile::from_json(spec_json)?;
+        let spec = format.write_spec(&spec, &write_options(compression, codec, lossy))?;
+        let name: std::sync::Arc<str> = folder.as_str().into();
+        let storage_err = |e| grist::tensor::StorageError::new(name.clone(), e);
+        let dir = grist::Address::parse(&folder).map_err(storage_err)?;
+        let address = dir.join(grist::SPEC_FILE);
+        let file_err = |e| grist::tensor::StorageError::new(address.name().clone(), e);
+        storage.create_dir_all(&dir).map_err(storage_err)?;
+        let mut text = serde_json::to_vec_pretty(&spec.to_value())
+            .map_err(|e| crate::errors::Failure::argument(e.to_string()))?;
+        text.push(b'\n');
+        let mut file = storage.create(&address).map_err(file_err)?;
+        file.write_all(&text)
+            .and_then(|()| file.flush())
+            .map_err(|e| {
+                crate::errors::Failure::new(
+                    grist::tensor::ErrorKind::Io,
+                    format!("{}: {e}", address.name()),
+                )
+            })?;
+        file.commit().map_err(file_err)?;
+        Ok(spec.to_json())
+    })?)
+}

@@ -36,6 +36,9 @@ fn _grist(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::infer_spec_json, m)?)?;
     m.add_function(wrap_pyfunction!(functions::count, m)?)?;
     m.add_function(wrap_pyfunction!(functions::convert, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::list_files, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::part_name, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::write_spec, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

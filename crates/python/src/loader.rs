@@ -22,6 +22,8 @@ pub(crate) struct PyLoader {
     spec: SpecFile,
     format: Arc<dyn Format>,
     arrow: bool,
+    /// The process that started the loader's threads (see `Drop`).
+    pid: u32,
 }
 
 /// The loader's arguments, as `grist.Loader` hands them over.
@@ -43,6 +45,7 @@ pub(crate) struct Args {
     pub(crate) drop_remainder: bool,
     pub(crate) reader_schema: Option<String>,
     pub(crate) random_access: String,
+    pub(crate) equal_batches: bool,
 }
 
 /// Builds the loader (and infers the spec when none was given): files are
@@ -98,6 +101,7 @@ pub(crate) fn build(args: Args) -> Result<(Loader, SpecFile, Arc<dyn Format>)> {
         .with_shard_mode(shard_mode)
         .with_random_access(random_access)
         .with_drop_remainder(args.drop_remainder)
+        .with_equal_batches(args.equal_batches)
         .with_epochs(match args.epochs {
             Some(n) => Epochs::Count(n),
             None => Epochs::Endless,
@@ -147,12 +151,35 @@ impl PyLoader {
     }
 }
 
+/// Drops `value`, made by process `pid`, or forgets it in a forked child
+/// (a torch DataLoader worker): there its threads do not exist, and
+/// joining them would abort the process. The child leaks the parent's
+/// buffers, which fork copied anyway.
+pub(crate) fn drop_here<T>(value: T, pid: u32) {
+    if std::process::id() == pid {
+        drop(value);
+    } else {
+        std::mem::forget(value);
+    }
+}
+
+impl Drop for PyLoader {
+    fn drop(&mut self) {
+        let loader = self
+            .loader
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        drop_here(loader, self.pid);
+    }
+}
+
 #[pymethods]
 impl PyLoader {
     #[new]
     #[pyo3(signature = (paths, spec_json, spec_path, format, batch_size, shuffle, seed,
         shuffle_buffer, threads, shard, shard_mode, epochs, drop_remainder, reader_schema,
-        random_access, output, payload = None))]
+        random_access, output, payload = None, equal_batches = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -173,6 +200,7 @@ impl PyLoader {
         random_access: String,
         output: &str,
         payload: Option<String>,
+        equal_batches: bool,
     ) -> PyResult<Self> {
         let arrow = output_is_arrow(output)?;
         let args = Args {
@@ -192,6 +220,7 @@ impl PyLoader {
             drop_remainder,
             reader_schema,
             random_access,
+            equal_batches,
         };
         let (loader, spec, format) = py.detach(|| build(args))?;
         Ok(PyLoader {
@@ -199,6 +228,7 @@ impl PyLoader {
             spec,
             format,
             arrow,
+            pid: std::process::id(),
         })
     }
 
@@ -289,7 +319,7 @@ impl PyLoader {
         // Joining the threads may wait for a batch being decoded.
         py.detach(|| {
             let loader = self.loader.lock().unwrap_or_else(|e| e.into_inner()).take();
-            drop(loader);
+            drop_here(loader, self.pid);
         });
     }
 }

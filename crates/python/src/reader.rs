@@ -25,6 +25,32 @@ pub(crate) struct PyRecordReader {
     spec: SpecFile,
     format: Arc<dyn Format>,
     arrow: bool,
+    /// The process that opened the files (see `crate::loader::drop_here`).
+    pid: u32,
+}
+
+impl Drop for PyRecordReader {
+    fn drop(&mut self) {
+        let by_number = std::mem::replace(&mut self.by_number, Box::new(Empty));
+        crate::loader::drop_here(by_number, self.pid);
+    }
+}
+
+/// What a dropped reader holds.
+struct Empty;
+
+impl ByNumber for Empty {
+    fn counts(&self) -> Vec<u64> {
+        Vec::new()
+    }
+
+    fn read(
+        &self,
+        _: &[(usize, u64)],
+        _: bool,
+    ) -> std::result::Result<grist::tensor::Gathered, grist::tensor::BoxError> {
+        Ok(grist::tensor::Gathered::default())
+    }
 }
 
 /// Where global record `i` is: (input, record within it).
@@ -76,6 +102,7 @@ impl PyRecordReader {
             spec,
             format,
             arrow,
+            pid: std::process::id(),
         })
     }
 

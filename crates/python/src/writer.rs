@@ -23,6 +23,21 @@ use crate::errors::{Failure, Result};
 #[pyclass(module = "grist._grist", name = "_Writer")]
 pub(crate) struct PyWriter {
     state: Mutex<State>,
+    /// The process that created it: a forked child leaves the parent's
+    /// file alone (see `crate::loader::drop_here`).
+    pid: u32,
+}
+
+impl Drop for PyWriter {
+    fn drop(&mut self) {
+        let open = self
+            .state
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .open
+            .take();
+        crate::loader::drop_here(open, self.pid);
+    }
 }
 
 #[derive(Debug)]
@@ -76,7 +91,7 @@ impl State {
     }
 
     fn write(&mut self, batch: &Batch) -> Result<()> {
-        let open = self.open(|| unreachable_spec())?;
+        let open = self.open(no_spec)?;
         open.records.clear();
         open.encoder.encode(batch, &mut open.records)?;
         for record in open.records.iter() {
@@ -86,8 +101,8 @@ impl State {
     }
 }
 
-/// `State::write` runs after the spec is known.
-fn unreachable_spec() -> Result<SpecFile> {
+/// The spec of a writer given none that has not seen a batch yet.
+fn no_spec() -> Result<SpecFile> {
     Err(Failure::argument(
         "no spec: give one, or write a batch first",
     ))
@@ -143,10 +158,11 @@ impl PyWriter {
         // With a spec, refuse what the format cannot hold now, before
         // anything is written.
         if state.spec.is_some() {
-            py.detach(|| state.open(unreachable_spec).map(|_| ()))?;
+            py.detach(|| state.open(no_spec).map(|_| ()))?;
         }
         Ok(PyWriter {
             state: Mutex::new(state),
+            pid: std::process::id(),
         })
     }
 
@@ -251,7 +267,7 @@ impl PyWriter {
                     state.path
                 )));
             }
-            state.open(unreachable_spec)?;
+            state.open(no_spec)?;
             let open = state.open.take().expect("opened above");
             state.done = true;
             let spec = open.encoder.spec().to_json();
@@ -277,6 +293,24 @@ impl PyWriter {
                 .open
                 .as_ref()
                 .map_or(0, |o| o.sink.records())
+        })
+    }
+
+    /// The spec (JSON text) that reads the file back, once known (given,
+    /// or taken from the first batch).
+    #[getter]
+    fn spec_json(&self, py: Python<'_>) -> Option<String> {
+        py.detach(|| {
+            let state = lock(&self.state);
+            match (&state.open, &state.spec) {
+                (Some(open), _) => Some(open.encoder.spec().to_json()),
+                (None, Some(spec)) => state
+                    .format
+                    .write_spec(spec, &state.options)
+                    .ok()
+                    .map(|s| s.to_json()),
+                (None, None) => None,
+            }
         })
     }
 

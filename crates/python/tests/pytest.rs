@@ -28,9 +28,12 @@ fn repo() -> PathBuf {
 fn run(what: &str, cmd: &mut Command) {
     eprintln!("grist-python: {what}: {cmd:?}");
     let start = Instant::now();
-    let status = cmd
-        .status()
-        .unwrap_or_else(|e| panic!("{what}: cannot start {cmd:?}: {e}"));
+    let status = cmd.status().unwrap_or_else(|e| {
+        panic!(
+            "{what}: cannot start {cmd:?}: {e} (the Python tests need python3 >= 3.9 on PATH, \
+                 or PYTHON naming one; GRIST_SKIP_PYTHON=1 skips them)"
+        )
+    });
     eprintln!(
         "grist-python: {what}: {status} in {:.1} s",
         start.elapsed().as_secs_f64()
@@ -102,13 +105,13 @@ fn python_package_tests_pass() {
 
     // The extension, built by maturin (as a user's `pip install ./python`
     // would) and installed into the venv (editable: python/grist is the
-    // package, the built library copied into it).
+    // package, the built library copied into it). maturin finds
+    // python/pyproject.toml in its working folder, and the crate through
+    // it.
     run(
         "building the extension (maturin develop)",
         Command::new(bin.join("maturin"))
             .arg("develop")
-            .arg("--manifest-path")
-            .arg(repo.join("crates/python/Cargo.toml"))
             .current_dir(repo.join("python"))
             .env("VIRTUAL_ENV", &venv)
             .env("PATH", prepend_path(&bin))
