@@ -22,8 +22,6 @@ name only once complete; a task that fails leaves nothing under its name.
 from __future__ import annotations
 
 import functools
-import glob
-import json
 import os
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -42,10 +40,9 @@ try:
 except ImportError:  # the name Ray 2.60 uses
     _ROW_COUNT_STUB = "__bsp_stub"
 
-__all__ = ["Datasource", "Datasink", "balanced_range", "part_name"]
+__all__ = ["Datasource", "Datasink", "balanced_range"]
 
 _SPLITS = ("auto", "files", "records")
-_SIDECARS = (".idx", ".json", ".txt", ".md", ".crc", ".avsc")
 
 
 def balanced_range(n: int, parts: int, i: int) -> Tuple[int, int]:
@@ -60,69 +57,10 @@ def _is_url(p: str) -> bool:
     return "://" in p
 
 
-def _local_files(paths) -> List[Tuple[str, int]]:
-    """Local files of `paths` with sizes: files as given, folders' data
-    files by name (hidden files, ``_SUCCESS``-style markers and sidecars
-    left out, as the grist registry does), globs sorted."""
-    out: List[Tuple[str, int]] = []
-    for p in paths:
-        if _is_url(p):
-            raise ValueError(
-                f"{p}: listing URLs needs grist.list_files (not in this build of grist)"
-            )
-        if any(c in p for c in "*?["):
-            out.extend((f, os.path.getsize(f)) for f in sorted(glob.glob(p)) if os.path.isfile(f))
-        elif os.path.isdir(p):
-            for name in sorted(os.listdir(p)):
-                f = os.path.join(p, name)
-                if (
-                    name.startswith((".", "_"))
-                    or name.lower().endswith(_SIDECARS)
-                    or not os.path.isfile(f)
-                ):
-                    continue
-                out.append((f, os.path.getsize(f)))
-        else:
-            out.append((p, os.path.getsize(p)))
-    return out
-
-
 def _as_list(paths) -> List[str]:
     if isinstance(paths, (str, os.PathLike)):
         return [os.fspath(paths)]
     return [os.fspath(p) for p in paths]
-
-
-def list_files(paths, *, format: Optional[str] = None) -> List[Tuple[str, int]]:
-    """The data files of `paths` in dataset order, with their sizes."""
-    listing = getattr(grist, "list_files", None)
-    if listing is not None:
-        return [(str(f), int(n)) for f, n in listing(_as_list(paths), format=format)]
-    return _local_files(_as_list(paths))
-
-
-# The part names of `grist convert` (Format::part_name), for a grist without
-# grist.part_name.
-_EXTENSIONS = {"tfrecord": ".tfrecord", "avro": ".avro", "ffrecord": ".ffr", "ofrecord": ""}
-_TF_SUFFIX = {None: "", "none": "", "gzip": ".gz", "zlib": ".zz", "zstd": ".zst"}
-
-
-def part_name(format: str, part: int, *, compression: Optional[str] = None, codec=None) -> str:
-    """The name of output file `part` in `format`, as ``grist convert``
-    names it."""
-    named = getattr(grist, "part_name", None)
-    if named is not None:
-        return named(format, part, compression=compression, codec=codec)
-    key = format.lower()
-    if key not in _EXTENSIONS:
-        raise ValueError(f"unknown format {format!r} (tfrecord, avro, ffrecord, ofrecord)")
-    suffix = ""
-    if key == "tfrecord":
-        c = compression.lower() if isinstance(compression, str) else compression
-        if c not in _TF_SUFFIX:
-            raise ValueError(f"unknown TFRecord compression {compression!r}")
-        suffix = _TF_SUFFIX[c]
-    return f"part-{part:05d}{_EXTENSIONS[key]}{suffix}"
 
 
 def _read_task(
@@ -193,7 +131,7 @@ class Datasource(_RayDatasource):
         for key in ("shuffle", "shard", "shard_mode", "epochs", "output"):
             if key in loader_kwargs:
                 raise TypeError(f"grist.ray.Datasource does not take {key!r}")
-        self._files = list_files(paths, format=format)
+        self._files = grist.list_files(_as_list(paths), format=format)
         if not self._files:
             raise ValueError(f"{paths!r}: no data files")
         names = [f for f, _ in self._files]
@@ -374,7 +312,7 @@ class Datasink(_RayDatasink):
         self.overwrite = overwrite
         self._min_rows = min_rows_per_file
         # Fails now, not in a task, for an unknown format or compression.
-        part_name(format, 0, compression=compression, codec=codec)
+        grist.part_name(format, 0, compression=compression, codec=codec)
 
     def get_name(self) -> str:
         return "Grist"
@@ -387,7 +325,7 @@ class Datasink(_RayDatasink):
         if _is_url(self.path):
             return
         os.makedirs(self.path, exist_ok=True)
-        existing = [f for f, _ in _local_files([self.path])]
+        existing = self._data_files()
         spec_file = os.path.join(self.path, "spec.json")
         if os.path.exists(spec_file):
             existing.append(spec_file)
@@ -402,7 +340,9 @@ class Datasink(_RayDatasink):
     def write(self, blocks: Iterable[Any], ctx) -> Dict[str, Any]:
         target = _join(
             self.path,
-            part_name(self.format, ctx.task_idx, compression=self.compression, codec=self.codec),
+            grist.part_name(
+                self.format, ctx.task_idx, compression=self.compression, codec=self.codec
+            ),
         )
         records = 0
         writer = None
@@ -433,17 +373,27 @@ class Datasink(_RayDatasink):
         return {"path": target, "records": records, "spec": report.get("spec")}
 
     def on_write_complete(self, write_result) -> None:
-        # The spec in the written format's form (what the parts read back
-        # with), as the writers report it.
+        # spec.json: the spec the parts read back with, as the writers
+        # report it (the same for every part).
         specs = [r["spec"] for r in write_result.write_returns if r and r.get("spec")]
-        if not specs or _is_url(self.path):
-            return
-        tmp = os.path.join(self.path, ".spec.json.tmp")
-        with open(tmp, "w") as f:
-            json.dump(specs[0], f, indent=1)
-        os.replace(tmp, os.path.join(self.path, "spec.json"))
+        if specs:
+            grist.write_spec(
+                self.path,
+                self.format,
+                specs[0],
+                compression=self.compression,
+                codec=self.codec,
+                lossy=self.lossy,
+            )
+
+    def _data_files(self) -> List[str]:
+        try:
+            return [f for f, _ in grist.list_files([self.path], format=self.format)]
+        except grist.SpecError:
+            # A folder holding no data file of the format.
+            return []
 
     @property
     def parts(self) -> Sequence[str]:
-        """The data files under a local ``path``, by name."""
-        return [f for f, _ in _local_files([self.path])]
+        """The data files under ``path``, in order."""
+        return self._data_files()

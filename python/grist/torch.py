@@ -239,11 +239,12 @@ class IterableDataset(_tud.IterableDataset):
         **loader_kwargs,
     ):
         super().__init__()
-        for key in ("shard", "output"):
+        for key in ("shard", "output", "start_epoch"):
             if key in loader_kwargs:
                 raise TypeError(
                     f"IterableDataset sets the loader's {key!r} itself "
-                    "(shards from rank/world_size and DataLoader workers; numpy output)"
+                    "(shards from rank/world_size and DataLoader workers, the epoch "
+                    "from set_epoch, numpy output)"
                 )
         if sparse not in _SPARSE_FORMS:
             raise ValueError(f"sparse must be one of {_SPARSE_FORMS}, not {sparse!r}")
@@ -290,23 +291,18 @@ class IterableDataset(_tud.IterableDataset):
         return it
 
     def _make_loader(self, shard: Tuple[int, int], threads, epoch: int):
-        kwargs = dict(self.loader_kwargs)
-        seed = self.seed
-        if epoch:
-            # Every rank and worker derives the same seed for epoch e, so the
-            # shards still partition the epoch (see python-requests.md #1).
-            seed = (self.seed * 1_000_003 + epoch) % (1 << 63)
         return grist.Loader(
             self.paths,
             self.spec,
             batch_size=self.batch_size,
             shuffle=self.shuffle,
-            seed=seed,
+            seed=self.seed,
             threads=threads,
             shard=shard,
             epochs=self.epochs,
+            start_epoch=epoch,
             output="numpy",
-            **kwargs,
+            **self.loader_kwargs,
         )
 
     def state_dict(self) -> Dict[str, Any]:

@@ -92,8 +92,9 @@ def test_round_trip_each_format(local_ray, source, tmp_path, fmt):
     ds.write_datasink(gr.Datasink(out, fmt, SPEC))
     parts = gr.Datasink(out, fmt).parts
     assert parts, "no part written"
+    names = {grist.part_name(fmt, i) for i in range(16)}
     for p in parts:
-        assert os.path.basename(p).startswith("part-")
+        assert os.path.basename(p) in names, p
     # grist reads the parts back with the same rows.
     ids, x, tok = read_back(out)
     assert sorted(ids.tolist()) == sorted(source.ids.tolist())
@@ -163,14 +164,6 @@ def test_split_by_file(source):
 def test_records_split_refused_for_streams(source):
     with pytest.raises(ValueError, match="record number"):
         gr.Datasource(source.files, source.spec, split="records")
-
-
-def test_part_names():
-    assert gr.part_name("tfrecord", 3) == "part-00003.tfrecord"
-    assert gr.part_name("tfrecord", 3, compression="GZIP") == "part-00003.tfrecord.gz"
-    assert gr.part_name("ofrecord", 12) == "part-00012"
-    with pytest.raises(ValueError):
-        gr.part_name("parquet", 0)
 
 
 def test_failed_write_task_leaves_no_file(local_ray, source, tmp_path):

@@ -78,6 +78,18 @@ def test_two_workers_two_ranks_read_every_record_once_per_epoch(dataset):
     assert not np.array_equal(orders[0], orders[1])
 
 
+def test_set_epoch_reads_the_loaders_own_epoch(dataset):
+    # Epoch 2 through the dataset is epoch 2 of one uninterrupted loader.
+    loader = grist.Loader(dataset.files, dataset.spec, batch_size=8, shuffle=True, seed=11, epochs=3)
+    by_epoch = {}
+    for b in loader:
+        by_epoch.setdefault(loader.epoch, []).append(b["id"])
+    ds = gt.IterableDataset(dataset.files, dataset.spec, batch_size=8, shuffle=True, seed=11)
+    ds.set_epoch(2)
+    got = ids_of(list(DataLoader(ds, batch_size=None, num_workers=0)))
+    np.testing.assert_array_equal(got, np.concatenate(by_epoch[max(by_epoch)]))
+
+
 def test_ranks_from_environment(dataset, monkeypatch):
     seen = []
     for rank in range(2):
