@@ -25,7 +25,6 @@ import functools
 import os
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-import ray.data
 from ray.data.block import BlockAccessor, BlockMetadata
 from ray.data.datasource import Datasink as _RayDatasink
 from ray.data.datasource import Datasource as _RayDatasource
@@ -37,7 +36,7 @@ try:
     from ray.data._internal.arrow_block import (
         _BATCH_SIZE_PRESERVING_STUB_COL_NAME as _ROW_COUNT_STUB,
     )
-except ImportError:  # the name Ray 2.60 uses
+except ImportError:  # its value in Ray 2.60
     _ROW_COUNT_STUB = "__bsp_stub"
 
 __all__ = ["Datasource", "Datasink", "balanced_range"]
@@ -110,8 +109,8 @@ class Datasource(_RayDatasource):
 
     Other keyword arguments go to each task's :class:`grist.Loader`
     (``batch_size``, ``threads``, ``reader_schema``, ...); ``shuffle``,
-    ``shard`` and ``epochs`` are not taken (Ray shuffles and repeats
-    datasets itself).
+    ``shard``, ``epochs`` and the like are not taken (Ray shuffles, splits
+    and repeats datasets itself).
     """
 
     def __init__(
@@ -128,10 +127,12 @@ class Datasource(_RayDatasource):
         super().__init__()
         if split not in _SPLITS:
             raise ValueError(f"split must be one of {_SPLITS}, not {split!r}")
-        for key in ("shuffle", "shard", "shard_mode", "epochs", "output"):
+        refused = ("shuffle", "shard", "shard_mode", "epochs", "start_epoch", "equal_batches")
+        for key in refused + ("output",):
             if key in loader_kwargs:
                 raise TypeError(f"grist.ray.Datasource does not take {key!r}")
-        self._files = grist.list_files(_as_list(paths), format=format)
+        payload = loader_kwargs.get("payload")
+        self._files = grist.list_files(_as_list(paths), format=format, payload=payload)
         if not self._files:
             raise ValueError(f"{paths!r}: no data files")
         names = [f for f, _ in self._files]
@@ -140,7 +141,7 @@ class Datasource(_RayDatasource):
         try:
             self._format = probe.format
             self._spec = probe.spec
-            random_access = getattr(probe, "random_access", None)
+            random_access = probe.random_access
         finally:
             probe.close()
         # Record counts without reading the records, where the format can
@@ -148,7 +149,8 @@ class Datasource(_RayDatasource):
         # OFRecord streams by default, yet reads by number when asked).
         self._counts: Optional[List[int]] = None
         try:
-            reader = grist.RecordReader(names, self._spec, format=self._format)
+            extra = {"payload": payload} if payload is not None else {}
+            reader = grist.RecordReader(names, self._spec, format=self._format, **extra)
             self._counts = [int(c) for c in reader.counts]
         except grist.GristError:
             if random_access:

@@ -82,7 +82,8 @@ def batches_rows(batches):
 def read_back(folder):
     """Everything under `folder` read with grist itself, in order, with the
     spec.json the Datasink wrote."""
-    return batches_rows(grist.read_batches(folder, os.path.join(folder, "spec.json"), batch_size=64))
+    spec = os.path.join(folder, "spec.json")
+    return batches_rows(grist.read_batches(folder, spec, batch_size=64))
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

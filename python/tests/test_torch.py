@@ -22,7 +22,6 @@ from torch.utils.data import (  # noqa: E402
 from torch_ray_data import (  # noqa: E402
     FORMATS,
     RANDOM_ACCESS,
-    SPEC,
     check_rows,
     varlen_rows,
     write_dataset,
@@ -80,7 +79,9 @@ def test_two_workers_two_ranks_read_every_record_once_per_epoch(dataset):
 
 def test_set_epoch_reads_the_loaders_own_epoch(dataset):
     # Epoch 2 through the dataset is epoch 2 of one uninterrupted loader.
-    loader = grist.Loader(dataset.files, dataset.spec, batch_size=8, shuffle=True, seed=11, epochs=3)
+    loader = grist.Loader(
+        dataset.files, dataset.spec, batch_size=8, shuffle=True, seed=11, epochs=3
+    )
     by_epoch = {}
     for b in loader:
         by_epoch.setdefault(loader.epoch, []).append(b["id"])
@@ -171,7 +172,9 @@ def test_state_of_another_shard_is_refused(dataset):
     it = iter(ds)
     next(it)
     state = it.state_dict()
-    other = iter(gt.IterableDataset(dataset.files, dataset.spec, batch_size=10, rank=1, world_size=2))
+    other = iter(
+        gt.IterableDataset(dataset.files, dataset.spec, batch_size=10, rank=1, world_size=2)
+    )
     with pytest.raises(ValueError, match="shard 0 of 2"):
         other.load_state_dict(state)
 
