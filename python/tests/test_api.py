@@ -229,3 +229,20 @@ def test_objects_inherited_by_a_forked_child_drop_without_harm(data, tmp_path):
     assert len(list(loader)) == 43 - 1
     assert reader.read([0])["i"].shape == (1,)
     assert writer.close()["records"] == 3
+
+
+def test_reader_schema_as_dict_text_or_file(tmp_path):
+    case, parse = next(
+        (c, p)
+        for c, p in parses("avro")
+        if p["outcome"] == "ok" and isinstance(p.get("reader_schema"), dict) and p.get("batches")
+    )
+    schema = parse["reader_schema"]
+    bare = {k: v for k, v in parse.items() if k != "reader_schema"}
+    path = tmp_path / "reader.avsc"
+    path.write_text(json.dumps(schema))
+    for given in (schema, json.dumps(schema), str(path), path):
+        got = list(grist.Loader(case.files, bare, batch_size=parse["batch_size"], reader_schema=given))
+        assert len(got) == len(parse["batches"])
+        for i, (g, w) in enumerate(zip(got, parse["batches"])):
+            assert_batch(g, w, f"{case.name} batch {i} ({type(given).__name__})")

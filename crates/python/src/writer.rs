@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema, from_ffi};
 use arrow_array::ffi_stream::{FFI_ArrowArrayStream, RecordBatchStreamReader};
-use arrow_array::{Array, RecordBatch, RecordBatchReader, StructArray};
+use arrow_array::{RecordBatch, RecordBatchReader, StructArray};
 use arrow_schema::Schema;
 use grist::tensor::{
     Batch, Column, DType, DenseTensor, Encoder, FeatureSpec, Format, RaggedTensor, RecordBuf,
@@ -563,6 +563,3 @@ fn flat(
         }
     })
 }
-
-/// Keeps `Array` in scope for `StructArray::columns`.
-const _: fn(&StructArray) -> usize = |a| a.len();
