@@ -172,6 +172,22 @@ impl Val<'_> {
         }
     }
 
+    /// Writes the values of a float list (nothing for other lists): the
+    /// packed payload after its length.
+    #[inline]
+    fn write_values(&self, d: &Dialect, out: &mut Vec<u8>) {
+        match self {
+            Val::F32(v) => crate::le::append(out, v),
+            Val::F64(v) if d.double.is_some() => crate::le::append(out, v),
+            Val::F64(v) => {
+                for &x in *v {
+                    out.extend_from_slice(&(x as f32).to_le_bytes());
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// The tag of the list's field in `Feature`.
     fn tag(&self, d: &Dialect) -> u8 {
         tag(match self {
@@ -233,19 +249,9 @@ impl Val<'_> {
                 }
             }
             _ if payload == 0 => {}
-            Val::F32(v) => {
+            Val::F32(_) | Val::F64(_) => {
                 put_len_field(out, TAG_1, payload);
-                crate::le::append(out, v);
-            }
-            Val::F64(v) if d.double.is_some() => {
-                put_len_field(out, TAG_1, payload);
-                crate::le::append(out, v);
-            }
-            Val::F64(v) => {
-                put_len_field(out, TAG_1, payload);
-                for &x in *v {
-                    out.extend_from_slice(&(x as f32).to_le_bytes());
-                }
+                self.write_values(d, out);
             }
             _ => {
                 put_len_field(out, TAG_1, payload);
@@ -648,34 +654,78 @@ pub fn put_entry_start(d: &Dialect, out: &mut Vec<u8>, key: &str, entry: usize) 
 
 /// One row's feature map of [`Columns`] at a time: measured (each
 /// feature's payload and `Feature` bytes kept), then written.
+///
+/// What does not change from row to row is worked out once per batch:
+/// each key's bytes, and, for a column whose rows all hold as many
+/// float values (dense float columns), every byte of its map entry but
+/// the values.
 #[derive(Debug)]
 pub struct FeaturesWriter<'c, 'a> {
     dialect: &'c Dialect,
-    columns: &'c [(&'a str, Vec<Val<'a>>)],
-    sizes: Vec<(usize, usize)>,
+    columns: Vec<Col<'c, 'a>>,
+    /// The bytes of the fixed columns' map entries, the same in every row.
+    fixed: usize,
+    /// Per column (fixed ones unused): the row's payload, `Feature` and
+    /// map entry bytes.
+    sizes: Vec<(usize, usize, usize)>,
+}
+
+/// One key of a [`FeaturesWriter`].
+#[derive(Debug)]
+struct Col<'c, 'a> {
+    vals: &'c [Val<'a>],
+    /// The key's field (tag, length, bytes); empty when it is left out.
+    key: Vec<u8>,
+    /// A fixed column's map entry up to its values, and their payload
+    /// bytes.
+    fixed: Option<(Vec<u8>, usize)>,
 }
 
 impl<'c, 'a> FeaturesWriter<'c, 'a> {
     /// The writer of `columns`' rows.
     pub fn new(dialect: &'c Dialect, columns: &'c [(&'a str, Vec<Val<'a>>)]) -> Self {
+        let mut fixed = 0;
+        let columns: Vec<Col> = columns
+            .iter()
+            .map(|(key, vals)| {
+                let mut key_field = Vec::new();
+                if !key.is_empty() || dialect.empty_key {
+                    put_len_field(&mut key_field, TAG_1, key.len());
+                    key_field.extend_from_slice(key.as_bytes());
+                }
+                let prefix = fixed_prefix(dialect, key, vals);
+                if let Some((prefix, payload)) = &prefix {
+                    fixed += prefix.len() + payload;
+                }
+                Col {
+                    vals,
+                    key: key_field,
+                    fixed: prefix,
+                }
+            })
+            .collect();
         FeaturesWriter {
             dialect,
+            sizes: vec![(0, 0, 0); columns.len()],
             columns,
-            sizes: Vec::with_capacity(columns.len()),
+            fixed,
         }
     }
 
     /// The bytes of row `r`'s map entries (the body of tf.Example's
     /// `Features`, or a whole OFRecord).
     pub fn measure(&mut self, r: usize) -> usize {
-        self.sizes.clear();
-        let mut len = 0;
-        for (key, vals) in self.columns {
-            let v = &vals[r];
+        let mut len = self.fixed;
+        for (col, size) in self.columns.iter().zip(&mut self.sizes) {
+            if col.fixed.is_some() {
+                continue;
+            }
+            let v = &col.vals[r];
             let payload = v.payload(self.dialect);
             let feature = v.feature_len(payload);
-            self.sizes.push((payload, feature));
-            len += field_len(entry_len(self.dialect, key, Some(feature)));
+            let entry = col.key.len() + field_len(feature);
+            *size = (payload, feature, entry);
+            len += field_len(entry);
         }
         len
     }
@@ -683,10 +733,46 @@ impl<'c, 'a> FeaturesWriter<'c, 'a> {
     /// Writes the map entries of row `r`, which was the last measured.
     pub fn write(&self, r: usize, out: &mut Vec<u8>) {
         let d = self.dialect;
-        for ((key, vals), &(payload, feature)) in self.columns.iter().zip(&self.sizes) {
-            put_entry_start(d, out, key, entry_len(d, key, Some(feature)));
+        for (col, &(payload, feature, entry)) in self.columns.iter().zip(&self.sizes) {
+            let v = &col.vals[r];
+            if let Some((prefix, _)) = &col.fixed {
+                out.extend_from_slice(prefix);
+                v.write_values(d, out);
+                continue;
+            }
+            put_len_field(out, TAG_1, entry);
+            out.extend_from_slice(&col.key);
             put_len_field(out, TAG_2, feature);
-            vals[r].write_feature(d, payload, out);
+            v.write_feature(d, payload, out);
         }
     }
+}
+
+/// For a column whose rows all hold the same number of float values,
+/// its map entry up to the values (the same in every row) and the
+/// values' bytes; `None` for any other column.
+fn fixed_prefix(d: &Dialect, key: &str, vals: &[Val]) -> Option<(Vec<u8>, usize)> {
+    let first = vals.first()?;
+    let n = match first {
+        Val::F32(v) => v.len(),
+        Val::F64(v) => v.len(),
+        _ => return None,
+    };
+    let same = vals.iter().all(|v| match (first, v) {
+        (Val::F32(_), Val::F32(v)) => v.len() == n,
+        (Val::F64(_), Val::F64(v)) => v.len() == n,
+        _ => false,
+    });
+    if !same {
+        return None;
+    }
+    // Row 0's entry, written the general way, less its values.
+    let payload = first.payload(d);
+    let feature = first.feature_len(payload);
+    let mut entry = Vec::new();
+    put_entry_start(d, &mut entry, key, entry_len(d, key, Some(feature)));
+    put_len_field(&mut entry, TAG_2, feature);
+    first.write_feature(d, payload, &mut entry);
+    entry.truncate(entry.len() - payload);
+    Some((entry, payload))
 }
