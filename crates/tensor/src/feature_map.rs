@@ -306,7 +306,20 @@ pub fn val<'a>(
     range: Range<usize>,
     lossy: Lossy,
 ) -> Result<Val<'a>, TensorError> {
-    let past_end = || {
+    let mut out = vals(d, name, values, std::iter::once(range), lossy)?;
+    Ok(out.pop().unwrap_or(Val::Owned(Vec::new())))
+}
+
+/// [`val`] of each of `ranges`: the column's type is matched once, not
+/// once a row.
+fn vals<'a>(
+    d: &Dialect,
+    name: &str,
+    values: &'a Values,
+    ranges: impl ExactSizeIterator<Item = Range<usize>>,
+    lossy: Lossy,
+) -> Result<Vec<Val<'a>>, TensorError> {
+    let past_end = |range: Range<usize>| {
         mismatch(
             name,
             format!(
@@ -315,25 +328,51 @@ pub fn val<'a>(
             ),
         )
     };
-    Ok(match values {
-        Values::Int64(v) => {
-            let v = v.get(range.clone()).ok_or_else(past_end)?;
-            Val::I64 {
-                data: v,
-                stride: 1,
-                col: 0,
+    let mut out = Vec::with_capacity(ranges.len());
+    fn each<'a, T>(
+        v: &'a [T],
+        ranges: impl Iterator<Item = Range<usize>>,
+        out: &mut Vec<Val<'a>>,
+        make: impl Fn(&'a [T]) -> Val<'a>,
+        past_end: impl Fn(Range<usize>) -> TensorError,
+    ) -> Result<(), TensorError> {
+        for range in ranges {
+            match v.get(range.clone()) {
+                Some(s) => out.push(make(s)),
+                None => return Err(past_end(range)),
             }
         }
-        Values::Int32(v) => Val::I32(v.get(range.clone()).ok_or_else(past_end)?),
-        Values::Bool(v) => Val::Bool(v.get(range.clone()).ok_or_else(past_end)?),
-        Values::Float32(v) => Val::F32(v.get(range.clone()).ok_or_else(past_end)?),
+        Ok(())
+    }
+    match values {
+        Values::Int64(v) => each(
+            v,
+            ranges,
+            &mut out,
+            |data| Val::I64 {
+                data,
+                stride: 1,
+                col: 0,
+            },
+            past_end,
+        )?,
+        Values::Int32(v) => each(v, ranges, &mut out, Val::I32, past_end)?,
+        Values::Bool(v) => each(v, ranges, &mut out, Val::Bool, past_end)?,
+        Values::Float32(v) => each(v, ranges, &mut out, Val::F32, past_end)?,
         Values::Float64(v) if d.double.is_some() || lossy == Lossy::Allow => {
-            Val::F64(v.get(range.clone()).ok_or_else(past_end)?)
+            each(v, ranges, &mut out, Val::F64, past_end)?
         }
         Values::Float64(_) => return Err(narrowing(d, name)),
-        Values::String(s) if range.end <= s.len() => Val::Str(s, range),
-        Values::String(_) => return Err(past_end()),
-    })
+        Values::String(s) => {
+            for range in ranges {
+                if range.end > s.len() {
+                    return Err(past_end(range));
+                }
+                out.push(Val::Str(s, range));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// For each batch row, the range of entries of a row-sorted COO index list
@@ -344,23 +383,51 @@ pub fn sparse_rows(
     rank: usize,
     rows: usize,
 ) -> Result<Vec<Range<usize>>, TensorError> {
-    let mut out = Vec::with_capacity(rows);
-    let nnz = indices.len() / rank.max(1);
-    let mut at = 0;
-    for r in 0..rows {
-        let start = at;
-        while at < nnz && indices[at * rank] == r as i64 {
-            at += 1;
-        }
-        out.push(start..at);
-    }
-    if at != nnz {
-        return Err(mismatch(
+    let rank = rank.max(1);
+    let nnz = indices.len() / rank;
+    // The common ranks with a constant stride.
+    let ranges = match rank {
+        1 => row_ranges(indices.iter().copied(), nnz, rows),
+        2 => row_ranges(indices.chunks_exact(2).map(|t| t[0]), nnz, rows),
+        _ => row_ranges(indices.chunks_exact(rank).map(|t| t[0]), nnz, rows),
+    };
+    ranges.ok_or_else(|| {
+        mismatch(
             name,
             "sparse indices are not sorted by batch row or exceed the batch",
-        ));
+        )
+    })
+}
+
+/// [`sparse_rows`] of the `nnz` entries' batch rows `ids`, in one pass;
+/// `None` when they decrease or leave `0..rows`.
+#[inline]
+fn row_ranges(
+    ids: impl Iterator<Item = i64>,
+    nnz: usize,
+    rows: usize,
+) -> Option<Vec<Range<usize>>> {
+    let mut out = Vec::with_capacity(rows);
+    // `row` is the row being gathered, from entry `start` on.
+    let (mut row, mut start) = (0i64, 0);
+    for (i, b) in ids.enumerate() {
+        if b == row {
+            continue;
+        }
+        if b < row || b >= rows as i64 {
+            return None;
+        }
+        out.push(start..i);
+        // Rows without entries between the two.
+        out.extend(std::iter::repeat_n(i..i, (b - row - 1) as usize));
+        (row, start) = (b, i);
     }
-    Ok(out)
+    if rows == 0 {
+        return (nnz == 0).then_some(out);
+    }
+    out.push(start..nnz);
+    out.resize(rows, nnz..nnz);
+    Some(out)
 }
 
 /// Checks that a ragged tensor of a `rows`-row batch describes rows that
@@ -485,17 +552,12 @@ fn collect_column<'a>(
         (FeatureSpec::Dense(_), Tensor::Dense(t))
         | (FeatureSpec::FixedLenSequence(_), Tensor::Dense(t)) => {
             let row_len = t.values.len().checked_div(rows).unwrap_or(0);
-            let vals = (0..rows)
-                .map(|r| val(d, name, &t.values, r * row_len..(r + 1) * row_len, lossy))
-                .collect::<Result<_, _>>()?;
-            out.insert(name, vals);
+            let ranges = (0..rows).map(|r| r * row_len..(r + 1) * row_len);
+            out.insert(name, vals(d, name, &t.values, ranges, lossy)?);
         }
         (FeatureSpec::Varlen(_), Tensor::Sparse(s)) => {
-            let vals = sparse_rows(name, &s.indices, s.rank(), rows)?
-                .into_iter()
-                .map(|range| val(d, name, &s.values, range, lossy))
-                .collect::<Result<_, _>>()?;
-            out.insert(name, vals);
+            let ranges = sparse_rows(name, &s.indices, s.rank(), rows)?;
+            out.insert(name, vals(d, name, &s.values, ranges.into_iter(), lossy)?);
         }
         (FeatureSpec::Sparse(sp), Tensor::Sparse(s)) => {
             let (Some(value_key), keys) = (&sp.value_key, sp.index_keys()) else {
@@ -517,11 +579,10 @@ fn collect_column<'a>(
                 });
                 out.insert(key, ids.collect());
             }
-            let vals = ranges
-                .into_iter()
-                .map(|range| val(d, name, &s.values, range, lossy))
-                .collect::<Result<_, _>>()?;
-            out.insert(value_key, vals);
+            out.insert(
+                value_key,
+                vals(d, name, &s.values, ranges.into_iter(), lossy)?,
+            );
         }
         (FeatureSpec::Ragged(rs), Tensor::Ragged(t)) => {
             let inner: usize = t.flat_values.shape.iter().skip(1).product();
