@@ -62,12 +62,10 @@ impl Progress {
     /// Gives a bar made without a total its end, `total` `unit`s, once
     /// known.
     pub(crate) fn set_total(&self, total: u64, unit: &str) {
-        if let Some(bar) = &self.bar {
-            if bar.length().is_none() {
-                bar.set_length(total);
-                if let Ok(style) = style(Some(total), unit) {
-                    bar.set_style(style);
-                }
+        if let Some(bar) = self.bar.as_ref().filter(|b| b.length().is_none()) {
+            bar.set_length(total);
+            if let Ok(style) = style(Some(total), unit) {
+                bar.set_style(style);
             }
         }
     }
