@@ -160,6 +160,10 @@ impl Val<'_> {
             Val::I64 { data, stride, col } => {
                 if *stride == 1 {
                     data.iter().for_each(|&x| f(x));
+                } else if (*stride, *col) == (2, 1) {
+                    // The indices of a rank-1 sparse feature's COO list:
+                    // with a constant stride.
+                    data.chunks_exact(2).for_each(|t| f(t[1]));
                 } else {
                     data.chunks_exact(*stride)
                         .for_each(|t| f(t.get(*col).copied().unwrap_or(0)));
@@ -736,10 +740,10 @@ pub struct FeaturesWriter<'c, 'a> {
 struct Col<'c, 'a> {
     vals: &'c [Val<'a>],
     /// The key's field (tag, length, bytes); empty when it is left out.
-    key: Vec<u8>,
+    key: Few,
     /// A fixed column's map entry up to its values, and their payload
     /// bytes.
-    fixed: Option<(Vec<u8>, usize)>,
+    fixed: Option<(Few, usize)>,
 }
 
 impl<'c, 'a> FeaturesWriter<'c, 'a> {
@@ -760,8 +764,8 @@ impl<'c, 'a> FeaturesWriter<'c, 'a> {
                 }
                 Col {
                     vals,
-                    key: key_field,
-                    fixed: prefix,
+                    key: Few::new(key_field),
+                    fixed: prefix.map(|(p, payload)| (Few::new(p), payload)),
                 }
             })
             .collect();
@@ -784,7 +788,7 @@ impl<'c, 'a> FeaturesWriter<'c, 'a> {
             let v = &col.vals[r];
             let payload = v.payload(self.dialect);
             let feature = v.feature_len(payload);
-            let entry = col.key.len() + field_len(feature);
+            let entry = col.key.len + field_len(feature);
             *size = (payload, feature, entry);
             len += field_len(entry);
         }
@@ -797,14 +801,56 @@ impl<'c, 'a> FeaturesWriter<'c, 'a> {
         for (col, &(payload, feature, entry)) in self.columns.iter().zip(&self.sizes) {
             let v = &col.vals[r];
             if let Some((prefix, _)) = &col.fixed {
-                out.extend_from_slice(prefix);
+                prefix.put(out);
                 v.write_values(d, out);
                 continue;
             }
             put_len_field(out, TAG_1, entry);
-            out.extend_from_slice(&col.key);
+            col.key.put(out);
             put_len_field(out, TAG_2, feature);
             v.write_feature(d, payload, out);
+        }
+    }
+}
+
+/// A few bytes written in every row (a key's field, a fixed column's
+/// entry up to its values): short ones are copied as one fixed-size
+/// block and the excess cut off, cheaper than a `memcpy` call of a
+/// length known only at run time.
+#[derive(Debug)]
+struct Few {
+    bytes: Vec<u8>,
+    /// `bytes`, zero-padded, when they fit.
+    block: Option<[u8; FEW]>,
+    len: usize,
+}
+
+/// The size of [`Few`]'s block.
+const FEW: usize = 32;
+
+impl Few {
+    fn new(bytes: Vec<u8>) -> Self {
+        let block = (bytes.len() <= FEW).then(|| {
+            let mut block = [0; FEW];
+            block[..bytes.len()].copy_from_slice(&bytes);
+            block
+        });
+        Few {
+            len: bytes.len(),
+            bytes,
+            block,
+        }
+    }
+
+    #[inline]
+    fn put(&self, out: &mut Vec<u8>) {
+        match &self.block {
+            Some(block) => {
+                let end = out.len() + self.len;
+                out.extend_from_slice(block);
+                out.truncate(end);
+            }
+            None => out.extend_from_slice(&self.bytes),
         }
     }
 }
