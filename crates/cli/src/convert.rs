@@ -243,7 +243,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(f) = &source_format {
         target = target.with_source_format(f.clone());
     }
-    let total = if Progress::drawn_here() {
+    // With --files the conversion counts the inputs itself, and says
+    // the total in its progress: they are not counted twice.
+    let total = if Progress::drawn_here() && args.files.is_none() {
         count_records(&args, &from_payload, shard)
     } else {
         None
@@ -251,7 +253,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let bar = Arc::new(Progress::new(total, "records"));
     {
         let bar = Arc::clone(&bar);
+        let shards = shard.map_or(1, |(_, n)| n as u64);
         target = target.with_progress(move |p| {
+            if let Some(total) = p.total {
+                bar.set_total(total.div_ceil(shards), "records");
+            }
             bar.set(p.skipped + p.records);
             bar.message(&fmt::bytes(p.bytes));
         });

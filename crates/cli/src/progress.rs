@@ -59,6 +59,17 @@ impl Progress {
         bar
     }
 
+    /// Gives a bar made without a total its end, `total` `unit`s, once
+    /// known.
+    pub(crate) fn set_total(&self, total: u64, unit: &str) {
+        if let Some(bar) = self.bar.as_ref().filter(|b| b.length().is_none()) {
+            bar.set_length(total);
+            if let Ok(style) = style(Some(total), unit) {
+                bar.set_style(style);
+            }
+        }
+    }
+
     /// Sets how far along it is.
     pub(crate) fn set(&self, position: u64) {
         if let Some(bar) = &self.bar {

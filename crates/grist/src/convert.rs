@@ -85,6 +85,12 @@ pub struct ConvertProgress {
     /// The bytes of those records (encoded, before framing and
     /// compression).
     pub bytes: u64,
+    /// The records of all the inputs (every shard's), when the conversion
+    /// counted them to plan its files
+    /// ([`with_files`](ConvertTarget::with_files)); `None` otherwise. A
+    /// progress bar takes its end from here rather than counting the
+    /// inputs again.
+    pub total: Option<u64>,
 }
 
 /// The progress callback.
@@ -482,19 +488,21 @@ pub fn convert<P: Into<PathBuf>>(
         sizes.push(size);
     }
     let identity = identity(target, spec, &texts, &*source_format, &inputs, &sizes);
+    let mut total = None;
     let per_file = match target.split {
         Split::RecordsPerFile(n) => n.max(1),
         Split::Files(files) => {
-            let mut total = 0u64;
+            let mut counted = 0u64;
             for input in &inputs {
-                total += source_format
+                counted += source_format
                     .count(input, &grist_tensor::ReadOptions::default())
                     .map_err(|source| ConvertError::Sources {
                         what: format!("counting the records of {}", input.name()),
                         source,
                     })?;
             }
-            total.div_ceil(files as u64).max(1)
+            total = Some(counted);
+            counted.div_ceil(files as u64).max(1)
         }
     };
     // A shard's files are cut by the whole conversion's split: no padding.
@@ -582,6 +590,7 @@ pub fn convert<P: Into<PathBuf>>(
         progress: target.progress.clone(),
         counts: ConvertProgress {
             skipped: skip,
+            total,
             ..ConvertProgress::default()
         },
     };

@@ -3,7 +3,7 @@
 //! what it reads from the inputs.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use grist::io::Digest;
 use grist::tensor::{Batch, DType, FeatureSpec, Format, SpecFile, Values, WriteOptions};
@@ -387,4 +387,33 @@ fn a_shard_beyond_its_count_is_refused() {
     let err = grist::convert(&inputs, Some(&spec()), &target).unwrap_err();
     assert!(matches!(err, ConvertError::BadShard { index: 3, count: 3 }));
     assert!(!out.exists());
+}
+
+/// `with_files` counts the inputs to plan its files and says their total
+/// in the progress (where `grist convert --files` takes its bar's end,
+/// rather than counting the inputs a second time); without it nothing is
+/// counted and the total is unknown.
+#[test]
+fn with_files_says_the_total_it_counted_in_the_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = write_inputs(dir.path(), &[0..150, 150..230]);
+    let expected = ids(&load(&inputs, &spec())).len() as u64;
+    for files in [None, Some(3)] {
+        let out = dir.path().join(format!("out-{}", files.unwrap_or(0)));
+        let mut target =
+            ConvertTarget::new(format("tfrecord"), out.display().to_string()).with_batch_size(64);
+        if let Some(n) = files {
+            target = target.with_files(n);
+        }
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let told = Arc::clone(&seen);
+        target = target.with_progress(move |p| told.lock().unwrap().push(p.total));
+        let report = grist::convert(&inputs, Some(&spec()), &target).unwrap();
+        assert_eq!(report.records, expected, "{files:?}");
+        assert_eq!(report.files.len(), files.unwrap_or(1), "{files:?}");
+        let seen = seen.lock().unwrap();
+        assert!(!seen.is_empty(), "{files:?}: no progress");
+        let want = files.map(|_| expected);
+        assert!(seen.iter().all(|&t| t == want), "{files:?}: {seen:?}");
+    }
 }

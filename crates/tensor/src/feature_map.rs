@@ -160,6 +160,10 @@ impl Val<'_> {
             Val::I64 { data, stride, col } => {
                 if *stride == 1 {
                     data.iter().for_each(|&x| f(x));
+                } else if (*stride, *col) == (2, 1) {
+                    // The indices of a rank-1 sparse feature's COO list:
+                    // with a constant stride.
+                    data.chunks_exact(2).for_each(|t| f(t[1]));
                 } else {
                     data.chunks_exact(*stride)
                         .for_each(|t| f(t.get(*col).copied().unwrap_or(0)));
@@ -169,6 +173,22 @@ impl Val<'_> {
             Val::Bool(v) => v.iter().for_each(|&x| f(x as i64)),
             Val::Owned(v) => v.iter().for_each(|&x| f(x)),
             Val::F32(_) | Val::F64(_) | Val::Str(..) => {}
+        }
+    }
+
+    /// Writes the values of a float list (nothing for other lists): the
+    /// packed payload after its length.
+    #[inline]
+    fn write_values(&self, d: &Dialect, out: &mut Vec<u8>) {
+        match self {
+            Val::F32(v) => crate::le::append(out, v),
+            Val::F64(v) if d.double.is_some() => crate::le::append(out, v),
+            Val::F64(v) => {
+                for &x in *v {
+                    out.extend_from_slice(&(x as f32).to_le_bytes());
+                }
+            }
+            _ => {}
         }
     }
 
@@ -233,19 +253,9 @@ impl Val<'_> {
                 }
             }
             _ if payload == 0 => {}
-            Val::F32(v) => {
+            Val::F32(_) | Val::F64(_) => {
                 put_len_field(out, TAG_1, payload);
-                crate::le::append(out, v);
-            }
-            Val::F64(v) if d.double.is_some() => {
-                put_len_field(out, TAG_1, payload);
-                crate::le::append(out, v);
-            }
-            Val::F64(v) => {
-                put_len_field(out, TAG_1, payload);
-                for &x in *v {
-                    out.extend_from_slice(&(x as f32).to_le_bytes());
-                }
+                self.write_values(d, out);
             }
             _ => {
                 put_len_field(out, TAG_1, payload);
@@ -300,7 +310,20 @@ pub fn val<'a>(
     range: Range<usize>,
     lossy: Lossy,
 ) -> Result<Val<'a>, TensorError> {
-    let past_end = || {
+    let mut out = vals(d, name, values, std::iter::once(range), lossy)?;
+    Ok(out.pop().unwrap_or(Val::Owned(Vec::new())))
+}
+
+/// [`val`] of each of `ranges`: the column's type is matched once, not
+/// once a row.
+fn vals<'a>(
+    d: &Dialect,
+    name: &str,
+    values: &'a Values,
+    ranges: impl ExactSizeIterator<Item = Range<usize>>,
+    lossy: Lossy,
+) -> Result<Vec<Val<'a>>, TensorError> {
+    let past_end = |range: Range<usize>| {
         mismatch(
             name,
             format!(
@@ -309,25 +332,51 @@ pub fn val<'a>(
             ),
         )
     };
-    Ok(match values {
-        Values::Int64(v) => {
-            let v = v.get(range.clone()).ok_or_else(past_end)?;
-            Val::I64 {
-                data: v,
-                stride: 1,
-                col: 0,
+    let mut out = Vec::with_capacity(ranges.len());
+    fn each<'a, T>(
+        v: &'a [T],
+        ranges: impl Iterator<Item = Range<usize>>,
+        out: &mut Vec<Val<'a>>,
+        make: impl Fn(&'a [T]) -> Val<'a>,
+        past_end: impl Fn(Range<usize>) -> TensorError,
+    ) -> Result<(), TensorError> {
+        for range in ranges {
+            match v.get(range.clone()) {
+                Some(s) => out.push(make(s)),
+                None => return Err(past_end(range)),
             }
         }
-        Values::Int32(v) => Val::I32(v.get(range.clone()).ok_or_else(past_end)?),
-        Values::Bool(v) => Val::Bool(v.get(range.clone()).ok_or_else(past_end)?),
-        Values::Float32(v) => Val::F32(v.get(range.clone()).ok_or_else(past_end)?),
+        Ok(())
+    }
+    match values {
+        Values::Int64(v) => each(
+            v,
+            ranges,
+            &mut out,
+            |data| Val::I64 {
+                data,
+                stride: 1,
+                col: 0,
+            },
+            past_end,
+        )?,
+        Values::Int32(v) => each(v, ranges, &mut out, Val::I32, past_end)?,
+        Values::Bool(v) => each(v, ranges, &mut out, Val::Bool, past_end)?,
+        Values::Float32(v) => each(v, ranges, &mut out, Val::F32, past_end)?,
         Values::Float64(v) if d.double.is_some() || lossy == Lossy::Allow => {
-            Val::F64(v.get(range.clone()).ok_or_else(past_end)?)
+            each(v, ranges, &mut out, Val::F64, past_end)?
         }
         Values::Float64(_) => return Err(narrowing(d, name)),
-        Values::String(s) if range.end <= s.len() => Val::Str(s, range),
-        Values::String(_) => return Err(past_end()),
-    })
+        Values::String(s) => {
+            for range in ranges {
+                if range.end > s.len() {
+                    return Err(past_end(range));
+                }
+                out.push(Val::Str(s, range));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// For each batch row, the range of entries of a row-sorted COO index list
@@ -338,23 +387,51 @@ pub fn sparse_rows(
     rank: usize,
     rows: usize,
 ) -> Result<Vec<Range<usize>>, TensorError> {
-    let mut out = Vec::with_capacity(rows);
-    let nnz = indices.len() / rank.max(1);
-    let mut at = 0;
-    for r in 0..rows {
-        let start = at;
-        while at < nnz && indices[at * rank] == r as i64 {
-            at += 1;
-        }
-        out.push(start..at);
-    }
-    if at != nnz {
-        return Err(mismatch(
+    let rank = rank.max(1);
+    let nnz = indices.len() / rank;
+    // The common ranks with a constant stride.
+    let ranges = match rank {
+        1 => row_ranges(indices.iter().copied(), nnz, rows),
+        2 => row_ranges(indices.chunks_exact(2).map(|t| t[0]), nnz, rows),
+        _ => row_ranges(indices.chunks_exact(rank).map(|t| t[0]), nnz, rows),
+    };
+    ranges.ok_or_else(|| {
+        mismatch(
             name,
             "sparse indices are not sorted by batch row or exceed the batch",
-        ));
+        )
+    })
+}
+
+/// [`sparse_rows`] of the `nnz` entries' batch rows `ids`, in one pass;
+/// `None` when they decrease or leave `0..rows`.
+#[inline]
+fn row_ranges(
+    ids: impl Iterator<Item = i64>,
+    nnz: usize,
+    rows: usize,
+) -> Option<Vec<Range<usize>>> {
+    let mut out = Vec::with_capacity(rows);
+    // `row` is the row being gathered, from entry `start` on.
+    let (mut row, mut start) = (0i64, 0);
+    for (i, b) in ids.enumerate() {
+        if b == row {
+            continue;
+        }
+        if b < row || b >= rows as i64 {
+            return None;
+        }
+        out.push(start..i);
+        // Rows without entries between the two.
+        out.extend(std::iter::repeat_n(i..i, (b - row - 1) as usize));
+        (row, start) = (b, i);
     }
-    Ok(out)
+    if rows == 0 {
+        return (nnz == 0).then_some(out);
+    }
+    out.push(start..nnz);
+    out.resize(rows, nnz..nnz);
+    Some(out)
 }
 
 /// Checks that a ragged tensor of a `rows`-row batch describes rows that
@@ -479,17 +556,12 @@ fn collect_column<'a>(
         (FeatureSpec::Dense(_), Tensor::Dense(t))
         | (FeatureSpec::FixedLenSequence(_), Tensor::Dense(t)) => {
             let row_len = t.values.len().checked_div(rows).unwrap_or(0);
-            let vals = (0..rows)
-                .map(|r| val(d, name, &t.values, r * row_len..(r + 1) * row_len, lossy))
-                .collect::<Result<_, _>>()?;
-            out.insert(name, vals);
+            let ranges = (0..rows).map(|r| r * row_len..(r + 1) * row_len);
+            out.insert(name, vals(d, name, &t.values, ranges, lossy)?);
         }
         (FeatureSpec::Varlen(_), Tensor::Sparse(s)) => {
-            let vals = sparse_rows(name, &s.indices, s.rank(), rows)?
-                .into_iter()
-                .map(|range| val(d, name, &s.values, range, lossy))
-                .collect::<Result<_, _>>()?;
-            out.insert(name, vals);
+            let ranges = sparse_rows(name, &s.indices, s.rank(), rows)?;
+            out.insert(name, vals(d, name, &s.values, ranges.into_iter(), lossy)?);
         }
         (FeatureSpec::Sparse(sp), Tensor::Sparse(s)) => {
             let (Some(value_key), keys) = (&sp.value_key, sp.index_keys()) else {
@@ -511,11 +583,10 @@ fn collect_column<'a>(
                 });
                 out.insert(key, ids.collect());
             }
-            let vals = ranges
-                .into_iter()
-                .map(|range| val(d, name, &s.values, range, lossy))
-                .collect::<Result<_, _>>()?;
-            out.insert(value_key, vals);
+            out.insert(
+                value_key,
+                vals(d, name, &s.values, ranges.into_iter(), lossy)?,
+            );
         }
         (FeatureSpec::Ragged(rs), Tensor::Ragged(t)) => {
             let inner: usize = t.flat_values.shape.iter().skip(1).product();
@@ -648,34 +719,78 @@ pub fn put_entry_start(d: &Dialect, out: &mut Vec<u8>, key: &str, entry: usize) 
 
 /// One row's feature map of [`Columns`] at a time: measured (each
 /// feature's payload and `Feature` bytes kept), then written.
+///
+/// What does not change from row to row is worked out once per batch:
+/// each key's bytes, and, for a column whose rows all hold as many
+/// float values (dense float columns), every byte of its map entry but
+/// the values.
 #[derive(Debug)]
 pub struct FeaturesWriter<'c, 'a> {
     dialect: &'c Dialect,
-    columns: &'c [(&'a str, Vec<Val<'a>>)],
-    sizes: Vec<(usize, usize)>,
+    columns: Vec<Col<'c, 'a>>,
+    /// The bytes of the fixed columns' map entries, the same in every row.
+    fixed: usize,
+    /// Per column (fixed ones unused): the row's payload, `Feature` and
+    /// map entry bytes.
+    sizes: Vec<(usize, usize, usize)>,
+}
+
+/// One key of a [`FeaturesWriter`].
+#[derive(Debug)]
+struct Col<'c, 'a> {
+    vals: &'c [Val<'a>],
+    /// The key's field (tag, length, bytes); empty when it is left out.
+    key: Few,
+    /// A fixed column's map entry up to its values, and their payload
+    /// bytes.
+    fixed: Option<(Few, usize)>,
 }
 
 impl<'c, 'a> FeaturesWriter<'c, 'a> {
     /// The writer of `columns`' rows.
     pub fn new(dialect: &'c Dialect, columns: &'c [(&'a str, Vec<Val<'a>>)]) -> Self {
+        let mut fixed = 0;
+        let columns: Vec<Col> = columns
+            .iter()
+            .map(|(key, vals)| {
+                let mut key_field = Vec::new();
+                if !key.is_empty() || dialect.empty_key {
+                    put_len_field(&mut key_field, TAG_1, key.len());
+                    key_field.extend_from_slice(key.as_bytes());
+                }
+                let prefix = fixed_prefix(dialect, key, vals);
+                if let Some((prefix, payload)) = &prefix {
+                    fixed += prefix.len() + payload;
+                }
+                Col {
+                    vals,
+                    key: Few::new(key_field),
+                    fixed: prefix.map(|(p, payload)| (Few::new(p), payload)),
+                }
+            })
+            .collect();
         FeaturesWriter {
             dialect,
+            sizes: vec![(0, 0, 0); columns.len()],
             columns,
-            sizes: Vec::with_capacity(columns.len()),
+            fixed,
         }
     }
 
     /// The bytes of row `r`'s map entries (the body of tf.Example's
     /// `Features`, or a whole OFRecord).
     pub fn measure(&mut self, r: usize) -> usize {
-        self.sizes.clear();
-        let mut len = 0;
-        for (key, vals) in self.columns {
-            let v = &vals[r];
+        let mut len = self.fixed;
+        for (col, size) in self.columns.iter().zip(&mut self.sizes) {
+            if col.fixed.is_some() {
+                continue;
+            }
+            let v = &col.vals[r];
             let payload = v.payload(self.dialect);
             let feature = v.feature_len(payload);
-            self.sizes.push((payload, feature));
-            len += field_len(entry_len(self.dialect, key, Some(feature)));
+            let entry = col.key.len + field_len(feature);
+            *size = (payload, feature, entry);
+            len += field_len(entry);
         }
         len
     }
@@ -683,10 +798,88 @@ impl<'c, 'a> FeaturesWriter<'c, 'a> {
     /// Writes the map entries of row `r`, which was the last measured.
     pub fn write(&self, r: usize, out: &mut Vec<u8>) {
         let d = self.dialect;
-        for ((key, vals), &(payload, feature)) in self.columns.iter().zip(&self.sizes) {
-            put_entry_start(d, out, key, entry_len(d, key, Some(feature)));
+        for (col, &(payload, feature, entry)) in self.columns.iter().zip(&self.sizes) {
+            let v = &col.vals[r];
+            if let Some((prefix, _)) = &col.fixed {
+                prefix.put(out);
+                v.write_values(d, out);
+                continue;
+            }
+            put_len_field(out, TAG_1, entry);
+            col.key.put(out);
             put_len_field(out, TAG_2, feature);
-            vals[r].write_feature(d, payload, out);
+            v.write_feature(d, payload, out);
         }
     }
+}
+
+/// A few bytes written in every row (a key's field, a fixed column's
+/// entry up to its values): short ones are copied as one fixed-size
+/// block and the excess cut off, cheaper than a `memcpy` call of a
+/// length known only at run time.
+#[derive(Debug)]
+struct Few {
+    bytes: Vec<u8>,
+    /// `bytes`, zero-padded, when they fit.
+    block: Option<[u8; FEW]>,
+    len: usize,
+}
+
+/// The size of [`Few`]'s block.
+const FEW: usize = 32;
+
+impl Few {
+    fn new(bytes: Vec<u8>) -> Self {
+        let block = (bytes.len() <= FEW).then(|| {
+            let mut block = [0; FEW];
+            block[..bytes.len()].copy_from_slice(&bytes);
+            block
+        });
+        Few {
+            len: bytes.len(),
+            bytes,
+            block,
+        }
+    }
+
+    #[inline]
+    fn put(&self, out: &mut Vec<u8>) {
+        match &self.block {
+            Some(block) => {
+                let end = out.len() + self.len;
+                out.extend_from_slice(block);
+                out.truncate(end);
+            }
+            None => out.extend_from_slice(&self.bytes),
+        }
+    }
+}
+
+/// For a column whose rows all hold the same number of float values,
+/// its map entry up to the values (the same in every row) and the
+/// values' bytes; `None` for any other column.
+fn fixed_prefix(d: &Dialect, key: &str, vals: &[Val]) -> Option<(Vec<u8>, usize)> {
+    let first = vals.first()?;
+    let n = match first {
+        Val::F32(v) => v.len(),
+        Val::F64(v) => v.len(),
+        _ => return None,
+    };
+    let same = vals.iter().all(|v| match (first, v) {
+        (Val::F32(_), Val::F32(v)) => v.len() == n,
+        (Val::F64(_), Val::F64(v)) => v.len() == n,
+        _ => false,
+    });
+    if !same {
+        return None;
+    }
+    // Row 0's entry, written the general way, less its values.
+    let payload = first.payload(d);
+    let feature = first.feature_len(payload);
+    let mut entry = Vec::new();
+    put_entry_start(d, &mut entry, key, entry_len(d, key, Some(feature)));
+    put_len_field(&mut entry, TAG_2, feature);
+    first.write_feature(d, payload, &mut entry);
+    entry.truncate(entry.len() - payload);
+    Some((entry, payload))
 }
