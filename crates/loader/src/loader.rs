@@ -502,6 +502,7 @@ impl LoaderBuilder {
             prelude_left: 0,
             mirror: None,
             spare: None,
+            sizes: grist_tensor::BatchSizes::new(),
             parts: Vec::new(),
             acc: Acc::default(),
             finished: false,
@@ -596,6 +597,10 @@ pub struct Loader {
     /// The stream's cursor after the last chunk taken.
     mirror: Option<StreamCursor>,
     spare: Option<Batch>,
+    /// The last batch's buffer sizes, to pre-size a batch built without a
+    /// spare one (a caller that keeps its batches, as Python's numpy
+    /// arrays do).
+    sizes: grist_tensor::BatchSizes,
     /// The builders of the parts beyond the first, kept between batches.
     parts: Vec<grist_tensor::BatchBuilder>,
     acc: Acc,
@@ -981,17 +986,21 @@ impl Loader {
     }
 
     /// An empty builder for `n` rows, in the memory of the batch given
-    /// back with [`recycle`](Self::recycle) if there is one. (Reserving
-    /// first and recycling then allocated every column and freed it again
-    /// at once: with large batches, a heap grown and trimmed per batch.)
+    /// back with [`recycle`](Self::recycle) if there is one, or else with
+    /// its sparse and ragged columns reserved as large as the last batch's
+    /// (`sizes`). (Reserving first and recycling then allocated every
+    /// column and freed it again at once: with large batches, a heap grown
+    /// and trimmed per batch.)
     fn new_batch(
         decoder: &dyn Decoder,
         spare: &mut Option<Batch>,
+        sizes: &grist_tensor::BatchSizes,
         n: usize,
     ) -> grist_tensor::BatchBuilder {
         let mut out = decoder.new_batch(0);
-        if let Some(spare) = spare.take() {
-            out.recycle(spare);
+        match spare.take() {
+            Some(spare) => out.recycle(spare),
+            None => out.reserve_like(sizes),
         }
         out.reserve_rows(n);
         out
@@ -1114,7 +1123,7 @@ impl Loader {
         let items: Vec<WorkItem> = works.iter().map(|w| w.item).collect();
         let plan = self.plan(&items);
         let shares = autotune::share(&plan, &items, &self.model);
-        let mut out = Self::new_batch(&*self.decoders[0], &mut self.spare, n);
+        let mut out = Self::new_batch(&*self.decoders[0], &mut self.spare, &self.sizes, n);
         let ctx = Ctx {
             work: &works,
             inputs: &self.config.inputs,
@@ -1178,7 +1187,7 @@ impl Loader {
         let items = [works[0].item];
         let plan = self.plan(&items);
         let shares = autotune::share(&plan, &items, &self.model);
-        let mut out = Self::new_batch(&*self.decoders[0], &mut self.spare, n);
+        let mut out = Self::new_batch(&*self.decoders[0], &mut self.spare, &self.sizes, n);
         let ctx = Ctx {
             work: &works,
             inputs: &self.config.inputs,
@@ -1208,6 +1217,7 @@ impl Loader {
             at: Box::new(Location::record(first.0, first.1)),
             source: Box::new(source),
         })?;
+        self.sizes.measure(&batch);
         let threads = done.timings.len().max(1);
         // Not learnt from: the first batch of a run of a thread count
         // (threads just woken, caches cold), and the loader's first

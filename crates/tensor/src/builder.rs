@@ -678,6 +678,56 @@ impl ColumnBuilder {
     }
 }
 
+/// How long the buffers of a batch's sparse and ragged columns were, column
+/// by column: kept from one batch to pre-size the builder of the next
+/// ([`BatchBuilder::reserve_like`]) when its memory was not given back.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BatchSizes {
+    columns: Vec<ColumnSizes>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ColumnSizes {
+    Other,
+    Sparse {
+        values: usize,
+        bytes: usize,
+        indices: usize,
+    },
+    Ragged {
+        values: usize,
+        bytes: usize,
+        splits: usize,
+    },
+}
+
+impl BatchSizes {
+    /// No sizes: [`BatchBuilder::reserve_like`] reserves nothing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes the sizes of `batch`'s columns (in the memory of the last
+    /// ones taken).
+    pub fn measure(&mut self, batch: &Batch) {
+        self.columns.clear();
+        self.columns
+            .extend(batch.columns().iter().map(|c| match &c.tensor {
+                Tensor::Sparse(t) => ColumnSizes::Sparse {
+                    values: t.values.len(),
+                    bytes: t.values.string_bytes(),
+                    indices: t.indices.len(),
+                },
+                Tensor::Ragged(t) => ColumnSizes::Ragged {
+                    values: t.flat_values.values.len(),
+                    bytes: t.flat_values.values.string_bytes(),
+                    splits: t.nested_row_splits.first().map_or(0, Vec::len),
+                },
+                _ => ColumnSizes::Other,
+            }));
+    }
+}
+
 /// The builders of every column of one batch, in spec order.
 #[derive(Clone, Debug, Default)]
 pub struct BatchBuilder {
@@ -828,6 +878,45 @@ impl BatchBuilder {
         for c in &mut self.columns {
             if let ColumnBuilder::Dense(d) = &mut c.builder {
                 d.reserve_rows(rows);
+            }
+        }
+    }
+
+    /// Reserves, in each sparse and ragged column, room for as many values
+    /// (indices, row splits, string bytes) as `sizes` measured in an
+    /// earlier batch and an eighth more, at most 2^24 of each: a builder without a recycled
+    /// batch then does not grow its buffers by reallocation (each of which
+    /// copies what is there) while the parts of the batch are appended.
+    /// Dense columns are sized by [`reserve_rows`](Self::reserve_rows).
+    pub fn reserve_like(&mut self, sizes: &BatchSizes) {
+        // An eighth more: batches differ in size, and one slightly larger
+        // than the last would otherwise reallocate (copy) it all once.
+        let cap = |n: usize| n.saturating_add(n / 8).min(MAX_RESERVE);
+        for (c, s) in self.columns.iter_mut().zip(&sizes.columns) {
+            match (&mut c.builder, s) {
+                (
+                    ColumnBuilder::Sparse(b),
+                    ColumnSizes::Sparse {
+                        values,
+                        bytes,
+                        indices,
+                    },
+                ) => {
+                    b.values.reserve_with_bytes(cap(*values), cap(*bytes));
+                    b.indices.reserve(cap(*indices));
+                }
+                (
+                    ColumnBuilder::Ragged(b),
+                    ColumnSizes::Ragged {
+                        values,
+                        bytes,
+                        splits,
+                    },
+                ) => {
+                    b.values.reserve_with_bytes(cap(*values), cap(*bytes));
+                    b.row_splits.reserve(cap(*splits));
+                }
+                _ => {}
             }
         }
     }
@@ -1086,6 +1175,72 @@ mod tests {
                 }
             }
             b.end_row();
+        }
+    }
+
+    fn capacities(b: &BatchBuilder) -> (usize, usize, usize, usize) {
+        let cap = |v: &Values| match v {
+            Values::Int64(v) => v.capacity(),
+            other => panic!("{other:?}"),
+        };
+        match (&b.columns()[1].builder, &b.columns()[2].builder) {
+            (ColumnBuilder::Sparse(s), ColumnBuilder::Ragged(r)) => (
+                cap(&s.values),
+                s.indices.capacity(),
+                cap(&r.values),
+                r.row_splits.capacity(),
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn reserve_like_sizes_a_builder_as_the_measured_batch() {
+        let batch = sample(0..9).finish().unwrap();
+        let mut sizes = BatchSizes::new();
+        sizes.measure(&batch);
+        let mut b = empty();
+        b.reserve_like(&sizes);
+        let (Tensor::Sparse(s), Tensor::Ragged(r)) =
+            (&batch.columns()[1].tensor, &batch.columns()[2].tensor)
+        else {
+            panic!("{batch:?}")
+        };
+        let (sv, si, rv, rs) = capacities(&b);
+        assert!(sv >= s.values.len() && si >= s.indices.len());
+        assert!(rv >= r.flat_values.values.len() && rs >= r.nested_row_splits[0].len());
+        // Filling the builder so sized gives the same batch.
+        fill(&mut b, 0..9);
+        assert_eq!(b.finish().unwrap(), batch);
+        // Without sizes nothing is reserved.
+        let mut b = empty();
+        b.reserve_like(&BatchSizes::new());
+        assert_eq!(capacities(&b), (0, 0, 0, 1));
+    }
+
+    #[test]
+    fn reserve_like_reserves_at_most_max_reserve_of_each() {
+        let huge = usize::MAX;
+        let sizes = BatchSizes {
+            columns: vec![
+                ColumnSizes::Other,
+                ColumnSizes::Sparse {
+                    values: huge,
+                    bytes: huge,
+                    indices: huge,
+                },
+                ColumnSizes::Ragged {
+                    values: huge,
+                    bytes: huge,
+                    splits: huge,
+                },
+            ],
+        };
+        let mut b = empty();
+        b.reserve_like(&sizes);
+        let (sv, si, rv, rs) = capacities(&b);
+        for c in [sv, si, rv, rs] {
+            assert!((MAX_RESERVE..=MAX_RESERVE + 1).contains(&c), "{c}");
         }
     }
 

@@ -111,8 +111,8 @@ pub mod varint;
 pub mod wire;
 
 pub use builder::{
-    BatchBuilder, BuilderColumn, ColumnBuilder, DenseBuilder, PaddedBuilder, PartitionBuffer,
-    PartitionKind, RaggedBuilder, SparseBuilder,
+    BatchBuilder, BatchSizes, BuilderColumn, ColumnBuilder, DenseBuilder, PaddedBuilder,
+    PartitionBuffer, PartitionKind, RaggedBuilder, SparseBuilder,
 };
 pub use dtype::DType;
 pub use error::TensorError;

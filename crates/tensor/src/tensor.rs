@@ -227,6 +227,25 @@ impl Values {
         each_values!(self, v => v.clear())
     }
 
+    /// The bytes of string values (0 for other dtypes): with
+    /// [`len`](Self::len), the size of the buffers to reserve for as many
+    /// values again.
+    pub fn string_bytes(&self) -> usize {
+        match self {
+            Values::String(s) => s.data.len(),
+            _ => 0,
+        }
+    }
+
+    /// Reserves room for `n` more values and, for strings, `bytes` more
+    /// bytes of them.
+    pub fn reserve_with_bytes(&mut self, n: usize, bytes: usize) {
+        if let Values::String(s) = self {
+            s.data.reserve(bytes);
+        }
+        self.reserve(n);
+    }
+
     /// Reserves room for `n` more values.
     pub fn reserve(&mut self, n: usize) {
         match self {
