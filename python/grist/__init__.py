@@ -102,6 +102,13 @@ def _arrow(batch: Any) -> Any:
     return pyarrow.record_batch(batch)
 
 
+def _spec_json(self) -> Any:
+    """The resolved spec of a loader or reader, parsed once from its JSON."""
+    if self._spec is None:
+        self._spec = json.loads(self._inner.spec_json)
+    return self._spec
+
+
 class Loader:
     """Iterates the batches of a dataset.
 
@@ -225,12 +232,9 @@ class Loader:
         """The format's name: "TFRecord", "Avro", "FFRecord" or "OFRecord"."""
         return self._inner.format
 
-    @property
-    def spec(self) -> Any:
-        """The resolved spec, in its JSON form (as a spec file holds it)."""
-        if self._spec is None:
-            self._spec = json.loads(self._inner.spec_json)
-        return self._spec
+    spec = property(
+        _spec_json, doc="The resolved spec, in its JSON form (as a spec file holds it)."
+    )
 
     @property
     def epoch(self) -> int:
@@ -394,12 +398,7 @@ class RecordReader:
         """The format's name."""
         return self._inner.format
 
-    @property
-    def spec(self) -> Any:
-        """The resolved spec, in its JSON form."""
-        if self._spec is None:
-            self._spec = json.loads(self._inner.spec_json)
-        return self._spec
+    spec = property(_spec_json, doc="The resolved spec, in its JSON form.")
 
     def read(self, indices: Any) -> Any:
         """Records ``indices`` (negative numbers count from the end) as one

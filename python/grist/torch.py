@@ -51,6 +51,11 @@ warnings.filterwarnings(
 _SPARSE_FORMS = ("tuple", "coo")
 
 
+def _check_sparse(sparse: str) -> None:
+    if sparse not in _SPARSE_FORMS:
+        raise ValueError(f"sparse must be one of {_SPARSE_FORMS}, not {sparse!r}")
+
+
 def _tensor(a: Any) -> Any:
     """A tensor sharing memory with numeric array `a`; anything else as is
     (numpy arrays of bytes have no tensor form)."""
@@ -94,8 +99,7 @@ def to_torch(batch: Dict[str, Any], *, sparse: str = "tuple") -> Dict[str, Any]:
     ``sparse="coo"``, ``(indices, values, dense_shape)`` tuples become
     ``torch.sparse_coo_tensor`` (which copies the indices).
     """
-    if sparse not in _SPARSE_FORMS:
-        raise ValueError(f"sparse must be one of {_SPARSE_FORMS}, not {sparse!r}")
+    _check_sparse(sparse)
     if not isinstance(batch, dict):
         raise TypeError(
             f"expected a dict batch (output='numpy'), got {type(batch).__name__}"
@@ -246,8 +250,7 @@ class IterableDataset(_tud.IterableDataset):
                     "(shards from rank/world_size and DataLoader workers, the epoch "
                     "from set_epoch, numpy output)"
                 )
-        if sparse not in _SPARSE_FORMS:
-            raise ValueError(f"sparse must be one of {_SPARSE_FORMS}, not {sparse!r}")
+        _check_sparse(sparse)
         self.paths = paths
         self.spec = spec
         self.batch_size = batch_size
@@ -380,8 +383,7 @@ class Dataset(_tud.Dataset):
     """
 
     def __init__(self, paths, spec=None, *, format=None, sparse: str = "tuple"):
-        if sparse not in _SPARSE_FORMS:
-            raise ValueError(f"sparse must be one of {_SPARSE_FORMS}, not {sparse!r}")
+        _check_sparse(sparse)
         self.paths = paths
         self.spec = spec
         self.format = format
