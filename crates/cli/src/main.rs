@@ -147,3 +147,9 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// mimalloc keeps freed pages for the next allocation of their size where
+/// the system allocator unmaps large blocks and faults them in again (see
+/// ARCHITECTURE.md, "grist-cli").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -54,3 +54,10 @@ fn _grist(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
+
+/// The extension's Rust allocations (every batch) come from mimalloc,
+/// which keeps freed pages for the next batch: numpy frees each batch's
+/// vectors in turn, and the system allocator unmapped and faulted them in
+/// again (see ARCHITECTURE.md, "grist-python").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
