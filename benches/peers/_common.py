@@ -94,6 +94,49 @@ def run_epochs(make_iter, epochs, warmup_steps, min_seconds, rows=batch_rows, ma
     }
 
 
+def run_steady(make_iter, warmup_steps, min_seconds, rows=batch_rows):
+    """Iterate one endless iterator (`make_iter()`: a repeated dataset, a
+    loader of endless epochs) for `min_seconds` after `warmup_steps`
+    untimed steps: the steady state `grist bench` measures, without a
+    loader's or dataset's start-up per epoch. Returns what `run_epochs`
+    does, with epochs None (epoch boundaries are not seen).
+    """
+    step_ms = []
+    records = records_total = batches = steps_seen = 0
+    t_start = None
+    cpu_start = 0.0
+    it = iter(make_iter())
+    t_prev = time.perf_counter()
+    for batch in it:
+        now = time.perf_counter()
+        n = rows(batch)
+        records_total += n
+        steps_seen += 1
+        if steps_seen <= warmup_steps:
+            t_prev = time.perf_counter()
+            continue
+        if t_start is None:
+            t_start = t_prev
+            cpu_start = time.process_time()
+        step_ms.append((now - t_prev) * 1e3)
+        records += n
+        batches += 1
+        t_prev = time.perf_counter()
+        if t_prev - t_start >= min_seconds:
+            break
+    seconds = time.perf_counter() - t_start if t_start is not None else 0.0
+    cpu_seconds = time.process_time() - cpu_start if t_start is not None else 0.0
+    return {
+        "cpu_seconds": cpu_seconds,
+        "records": records,
+        "batches": batches,
+        "seconds": seconds,
+        "step_ms": step_ms,
+        "epochs": None,
+        "records_total": records_total,
+    }
+
+
 def result(peer, run, files, threads, batch_size, **extra):
     epochs = run["epochs"]
     total_bytes = file_bytes(files)

@@ -71,6 +71,9 @@ def main():
     ap.add_argument("--shuffle-buffer", type=int, default=0, help="ATDS shuffle_buffer_size (default 0: off)")
     ap.add_argument("--reader-buffer", type=int, default=None, help="ATDS reader_buffer_size bytes (default 128 KiB)")
     ap.add_argument("--prefetch", default=None, help="prefetch N or autotune (default: as num-parallel-calls)")
+    ap.add_argument("--steady", action="store_true",
+                    help="one endless iterator (the dataset repeated) timed for --min-seconds, as `grist bench` "
+                         "measures, instead of a new iterator per epoch")
     ap.add_argument("--epochs", type=int, default=1, help="minimum number of passes over the files (default 1)")
     ap.add_argument("--min-seconds", type=float, default=0.0,
                     help="keep doing whole epochs until this much time was timed (default 0)")
@@ -111,7 +114,10 @@ def main():
         opts.threading.max_intra_op_parallelism = n
         ds = ds.with_options(opts)
 
-    run = _common.run_epochs(lambda: ds, args.epochs, args.warmup_steps, args.min_seconds)
+    if args.steady:
+        run = _common.run_steady(lambda: ds.repeat(), args.warmup_steps, args.min_seconds)
+    else:
+        run = _common.run_epochs(lambda: ds, args.epochs, args.warmup_steps, args.min_seconds)
     res = _common.result(
         "atds",
         run,

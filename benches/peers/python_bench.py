@@ -47,6 +47,9 @@ def main():
     ap.add_argument("--batch-size", type=int, default=1024)
     ap.add_argument("--threads", default="2", help="grist parse threads: N or autotune (default 2)")
     ap.add_argument("--ray-cpus", type=int, default=2, help="num_cpus for ray.init (default 2)")
+    ap.add_argument("--steady", action="store_true",
+                    help="one endless iterator (reader grist only: a Loader of epochs=None) timed for --min-seconds, as `grist bench` "
+                         "measures, instead of a new iterator per epoch")
     ap.add_argument("--epochs", type=int, default=1, help="minimum number of timed passes (default 1)")
     ap.add_argument("--min-seconds", type=float, default=0.0,
                     help="keep doing whole epochs until this much time was timed (default 0)")
@@ -54,6 +57,8 @@ def main():
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
     threads = None if args.threads == "autotune" else int(args.threads)
+    if args.steady and args.reader != "grist":
+        ap.error("--steady is for --reader grist")
     if args.reader.startswith("grist") and not args.spec:
         ap.error("--spec is required for the grist readers")
 
@@ -63,7 +68,8 @@ def main():
         import grist
 
         def make():
-            return grist.Loader(args.files, args.spec, batch_size=args.batch_size, threads=threads)
+            return grist.Loader(args.files, args.spec, batch_size=args.batch_size, threads=threads,
+                                epochs=None if args.steady else 1)
 
         extra["grist_module"] = os.path.dirname(grist.__file__)
     elif args.reader == "grist-torch":

@@ -17,6 +17,12 @@
 # readers alternate round by round over the same files, so that machine
 # noise hits all alike; the summary prints medians and ratios.
 #
+# Two modes: per epoch (a new loader / dataset iterator each pass over the
+# 50k-record files, as a training loop's `for epoch in ...` does: each
+# pass pays the reader's start-up) and steady (`-steady` rows: one
+# endless iterator, `repeat()` for the TensorFlow readers, `epochs=None`
+# for grist, which is what `grist bench` measures).
+#
 # Needs:
 #   PYG   python with grist's package importable: the venv of
 #         python/requirements-test.txt (default /work/pybase/bin/python)
@@ -54,6 +60,10 @@ for r in $(seq "$ROUNDS"); do
     --min-seconds "$SECS" --warmup-steps 10 --json "$AVRO" | j py-avro
   "$GRIST" bench --spec "$DATA/prod19.atds.json" --batch-size 1024 --threads 2 --min-seconds "$SECS" \
     --json "$AVRO" | j cli-avro
+  "$PY" "$HERE/atds_bench.py" --spec "$DATA/prod19.atds.json" --batch-size 1024 --num-parallel-calls 2 \
+    --min-seconds "$SECS" --warmup-steps 10 --steady --json "$AVRO" 2>/dev/null | j atds-steady
+  "$PYG" "$HERE/python_bench.py" --reader grist --spec "$DATA/prod19.atds.json" --threads 2 \
+    --min-seconds "$SECS" --warmup-steps 10 --steady --json "$AVRO" | j py-avro-steady
   "$PY" "$HERE/tf_bench.py" --spec "$DATA/prod19.spec.json" --batch-size 1024 --threads 2 \
     --min-seconds "$SECS" --warmup-steps 10 --json "$TFR" 2>/dev/null | j tfdata
   "$PYG" "$HERE/python_bench.py" --reader grist --spec "$DATA/prod19.spec.json" --threads 2 \
@@ -62,6 +72,10 @@ for r in $(seq "$ROUNDS"); do
     --min-seconds "$SECS" --warmup-steps 10 --json "$TFR" | j torch-tfrecord
   "$GRIST" bench --spec "$DATA/prod19.spec.json" --batch-size 1024 --threads 2 --min-seconds "$SECS" \
     --json "$TFR" | j cli-tfrecord
+  "$PY" "$HERE/tf_bench.py" --spec "$DATA/prod19.spec.json" --batch-size 1024 --threads 2 \
+    --min-seconds "$SECS" --warmup-steps 10 --steady --json "$TFR" 2>/dev/null | j tfdata-steady
+  "$PYG" "$HERE/python_bench.py" --reader grist --spec "$DATA/prod19.spec.json" --threads 2 \
+    --min-seconds "$SECS" --warmup-steps 10 --steady --json "$TFR" | j py-tfrecord-steady
   "$PYG" "$HERE/python_bench.py" --reader grist-ray --spec "$DATA/prod19.spec.json" --threads 2 --min-seconds "$SECS" \
     --json "$RAYTFR" 2>/dev/null | j grist-ray
   "$RAYPY" "$HERE/python_bench.py" --reader ray-tfrecords --json "$RAYTFR" 2>/dev/null | j ray-tfrecords
@@ -93,6 +107,11 @@ print(f"grist (Python, Avro) / ATDS:                  {ratio('py-avro', 'atds')}
 print(f"grist (Python, TFRecord) / tf.data:           {ratio('py-tfrecord', 'tfdata')} (per CPU-s {ratio('py-tfrecord', 'tfdata', mc)})   goal >= 5x")
 print(f"grist (Python) / grist bench, Avro:           {ratio('py-avro', 'cli-avro')}   goal >= 0.90")
 print(f"grist (Python) / grist bench, TFRecord:       {ratio('py-tfrecord', 'cli-tfrecord')}   goal >= 0.90")
+print("steady state (one endless iterator each, as grist bench runs; no start-up per epoch):")
+print(f"  grist (Python, Avro) / ATDS:                {ratio('py-avro-steady', 'atds-steady')} (per CPU-s {ratio('py-avro-steady', 'atds-steady', mc)})   goal >= 10x")
+print(f"  grist (Python, TFRecord) / tf.data:         {ratio('py-tfrecord-steady', 'tfdata-steady')} (per CPU-s {ratio('py-tfrecord-steady', 'tfdata-steady', mc)})   goal >= 5x")
+print(f"  grist (Python) / grist bench, Avro:         {ratio('py-avro-steady', 'cli-avro')} (per CPU-s {ratio('py-avro-steady', 'cli-avro', mc)})   goal >= 0.90")
+print(f"  grist (Python) / grist bench, TFRecord:     {ratio('py-tfrecord-steady', 'cli-tfrecord')} (per CPU-s {ratio('py-tfrecord-steady', 'cli-tfrecord', mc)})   goal >= 0.90")
 print(f"grist.torch / grist bench, TFRecord:          {ratio('torch-tfrecord', 'cli-tfrecord')}")
 print(f"grist.ray / Ray read_tfrecords:               {ratio('grist-ray', 'ray-tfrecords')}   goal >= 5x")
 print(f"runs: {sys.argv[1]} (Ray file: {sys.argv[2]})")

@@ -103,6 +103,9 @@ def main():
     ap.add_argument("--spec", help="feature spec JSON (manifest form); required unless --framing-only")
     ap.add_argument("--batch-size", type=int, required=True)
     ap.add_argument("--threads", type=parse_threads, default="autotune", help="1, N or autotune (default)")
+    ap.add_argument("--steady", action="store_true",
+                    help="one endless iterator (the dataset repeated) timed for --min-seconds, as `grist bench` "
+                         "measures, instead of a new iterator per epoch")
     ap.add_argument("--epochs", type=int, default=1, help="minimum number of passes over the files (default 1)")
     ap.add_argument("--min-seconds", type=float, default=0.0,
                     help="keep doing whole epochs until this much time was timed (default 0)")
@@ -152,7 +155,10 @@ def main():
         rows = lambda b: int(b.shape[0])
     else:
         rows = _common.batch_rows
-    run = _common.run_epochs(lambda: ds, args.epochs, args.warmup_steps, args.min_seconds, rows=rows)
+    if args.steady:
+        run = _common.run_steady(lambda: ds.repeat(), args.warmup_steps, args.min_seconds, rows=rows)
+    else:
+        run = _common.run_epochs(lambda: ds, args.epochs, args.warmup_steps, args.min_seconds, rows=rows)
     res = _common.result(
         "tensorflow-framing" if args.framing_only else "tensorflow",
         run,

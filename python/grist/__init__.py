@@ -140,6 +140,11 @@ class Loader:
         payload: FFRecord only: what the samples hold, "example" (serialized
             tf.Example, the default), "ofrecord", or "raw" (the bytes of one
             dense tensor; a string feature of shape [] gets each sample's bytes).
+        decode_ahead: decode the next batch on a thread of its own while
+            Python works on this one. For loops that wait per batch (a GPU
+            step, I/O): the batch is ready when they come back. A loop that
+            only computes gains nothing with two cores and pays for the
+            batches handed between threads; off by default.
 
     The GIL is released while batches are read and decoded.
     """
@@ -165,6 +170,7 @@ class Loader:
         payload: Optional[str] = None,
         equal_batches: bool = False,
         start_epoch: int = 0,
+        decode_ahead: bool = False,
     ) -> None:
         spec_json, spec_path = _spec(spec)
         if shard is not None:
@@ -196,6 +202,7 @@ class Loader:
             output,
             payload,
             bool(equal_batches),
+            bool(decode_ahead),
         )
         self._spec: Optional[Any] = None
         if start_epoch:

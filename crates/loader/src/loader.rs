@@ -483,6 +483,7 @@ impl LoaderBuilder {
             prefetch_bytes: self.prefetch_bytes,
         };
         Ok(Loader {
+            fingerprint: config.fingerprint(),
             decoders: (0..max_threads).map(|_| decoder.clone()).collect(),
             pool,
             threads: self.threads,
@@ -571,6 +572,9 @@ struct Acc {
 /// (which names the file and record) or the last epoch, it yields `None`.
 pub struct Loader {
     config: Arc<Config>,
+    /// `config.fingerprint()`, worked out once: it hashes every input's
+    /// name, and a caller may ask for the state after every batch.
+    fingerprint: u64,
     decoders: Vec<Box<dyn Decoder>>,
     pool: Option<ParsePool>,
     threads: Threads,
@@ -769,7 +773,7 @@ impl Loader {
         };
         LoaderState {
             version: STATE_VERSION,
-            fingerprint: self.config.fingerprint(),
+            fingerprint: self.fingerprint,
             epoch: self.epoch,
             batches: self.batches,
             resume,
@@ -791,7 +795,7 @@ impl Loader {
                 ),
             });
         }
-        if state.fingerprint != self.config.fingerprint() {
+        if state.fingerprint != self.fingerprint {
             return Err(Error::StateMismatch {
                 reason: "it was saved by a loader of other files or options (files, batch size, \
                          shuffle, seed, shard, chunk size, ...)"
