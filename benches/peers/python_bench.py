@@ -27,6 +27,7 @@ Side-by-side peer script for humans; nothing in CI depends on it.
 import argparse
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -47,6 +48,10 @@ def main():
     ap.add_argument("--batch-size", type=int, default=1024)
     ap.add_argument("--threads", default="2", help="grist parse threads: N or autotune (default 2)")
     ap.add_argument("--ray-cpus", type=int, default=2, help="num_cpus for ray.init (default 2)")
+    ap.add_argument("--decode-ahead", action="store_true",
+                    help="reader grist: Loader(decode_ahead=True)")
+    ap.add_argument("--work-ms", type=float, default=0.0,
+                    help="sleep this long per batch, as a loop waiting for a GPU step would (default 0)")
     ap.add_argument("--steady", action="store_true",
                     help="one endless iterator (reader grist only: a Loader of epochs=None) timed for --min-seconds, as `grist bench` "
                          "measures, instead of a new iterator per epoch")
@@ -57,8 +62,8 @@ def main():
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
     threads = None if args.threads == "autotune" else int(args.threads)
-    if args.steady and args.reader != "grist":
-        ap.error("--steady is for --reader grist")
+    if (args.steady or args.decode_ahead) and args.reader != "grist":
+        ap.error("--steady and --decode-ahead are for --reader grist")
     if args.reader.startswith("grist") and not args.spec:
         ap.error("--spec is required for the grist readers")
 
@@ -69,7 +74,7 @@ def main():
 
         def make():
             return grist.Loader(args.files, args.spec, batch_size=args.batch_size, threads=threads,
-                                epochs=None if args.steady else 1)
+                                epochs=None if args.steady else 1, decode_ahead=args.decode_ahead)
 
         extra["grist_module"] = os.path.dirname(grist.__file__)
     elif args.reader == "grist-torch":
@@ -115,7 +120,19 @@ def main():
         extra["ray"] = ray.__version__
         extra["ray_cpus"] = args.ray_cpus
 
-    run = _common.run_epochs(make, args.epochs, args.warmup_steps, args.min_seconds, rows=rows)
+    if args.work_ms:
+        count = rows
+
+        def rows(batch):
+            time.sleep(args.work_ms / 1e3)
+            return count(batch)
+
+        extra["work_ms"] = args.work_ms
+    extra["decode_ahead"] = args.decode_ahead
+    if args.steady:
+        run = _common.run_steady(make, args.warmup_steps, args.min_seconds, rows=rows)
+    else:
+        run = _common.run_epochs(make, args.epochs, args.warmup_steps, args.min_seconds, rows=rows)
     if args.reader in ("grist-ray", "ray-tfrecords"):
         # The driver's CPU time says nothing about the workers' work.
         run["cpu_seconds"] = 0.0
