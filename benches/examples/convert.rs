@@ -23,6 +23,12 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// The CLI's allocator (see its `main.rs`), so that this conversion and
+/// `grist bench`, which side_by_side_convert.sh sets against each other,
+/// run on the same one.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::time::Instant;
 
 use grist::tensor::{Lossy, SpecFile, WriteOptions};

@@ -5,6 +5,9 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
+use std::sync::{Mutex, PoisonError};
+use std::thread::JoinHandle;
 
 /// A temporary sibling of `dest`, removed on drop unless committed.
 ///
@@ -32,6 +35,26 @@ pub struct AtomicTarget {
     tmp: PathBuf,
     dest: PathBuf,
     committed: bool,
+    /// The thread writing the file back while it is written, once
+    /// [`write_behind`](Self::write_behind) started it.
+    pub(crate) behind: Mutex<Option<Behind>>,
+}
+
+/// A thread that syncs the file's data when asked, so that the pages
+/// written so far go to the disk while the writer goes on, and the
+/// final sync has only the tail left to wait for.
+pub(crate) struct Behind {
+    asks: SyncSender<()>,
+    thread: JoinHandle<()>,
+}
+
+impl Behind {
+    /// Waits for a sync under way (the thread then ends).
+    fn stop(self) {
+        drop(self.asks);
+        // The thread only syncs: nothing in it panics but the OS.
+        let _ = self.thread.join();
+    }
 }
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -76,6 +99,7 @@ impl AtomicTarget {
                 tmp,
                 dest: dest.to_path_buf(),
                 committed: false,
+                behind: Mutex::new(None),
             },
         ))
     }
@@ -95,8 +119,50 @@ impl AtomicTarget {
         &self.file
     }
 
+    /// Starts writing the bytes written so far back to the disk, on a
+    /// thread of its own, and returns at once; a request while a sync is
+    /// under way is dropped (the next one covers its bytes). For large
+    /// files: [`sync`](Self::sync) then waits only for what was written
+    /// since. An error of such a sync is seen again by `sync`, which
+    /// syncs everything.
+    pub fn write_behind(&self) {
+        let mut behind = self.behind.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(b) = behind.as_ref() {
+            if let Err(TrySendError::Disconnected(())) = b.asks.try_send(()) {
+                *behind = None;
+            }
+            return;
+        }
+        let Ok(file) = self.file.try_clone() else {
+            // Only an optimisation: `sync` does the work without it.
+            return;
+        };
+        let (asks, waiting) = sync_channel::<()>(1);
+        let started = std::thread::Builder::new()
+            .name("grist-write-behind".into())
+            .spawn(move || {
+                while waiting.recv().is_ok() {
+                    if file.sync_data().is_err() {
+                        return;
+                    }
+                }
+            });
+        if let Ok(thread) = started {
+            let _ = asks.try_send(());
+            *behind = Some(Behind { asks, thread });
+        }
+    }
+
     /// Makes the bytes written to the temporary file durable.
     pub fn sync(&self) -> io::Result<()> {
+        let behind = self
+            .behind
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(b) = behind {
+            b.stop();
+        }
         self.file.sync_all()
     }
 
@@ -118,6 +184,14 @@ impl AtomicTarget {
 
 impl Drop for AtomicTarget {
     fn drop(&mut self) {
+        if let Some(b) = self
+            .behind
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            b.stop();
+        }
         if !self.committed {
             let _ = fs::remove_file(&self.tmp);
         }
@@ -130,5 +204,47 @@ impl fmt::Debug for AtomicTarget {
             .field("tmp", &self.tmp)
             .field("dest", &self.dest)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    #[test]
+    fn written_behind_then_committed_holds_every_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("big.bin");
+        let (mut file, target) = AtomicTarget::create(&dest).unwrap();
+        let mut want = Vec::new();
+        for i in 0..64u32 {
+            let block: Vec<u8> = (0..65_536u32).map(|j| (i * 7 + j) as u8).collect();
+            file.write_all(&block).unwrap();
+            want.extend_from_slice(&block);
+            // Asked often: most asks find a sync under way and are dropped.
+            target.write_behind();
+        }
+        drop(file);
+        target.sync().unwrap();
+        assert!(
+            target.behind.lock().unwrap().is_none(),
+            "sync stops the thread"
+        );
+        target.commit().unwrap();
+        assert_eq!(std::fs::read(&dest).unwrap(), want);
+    }
+
+    #[test]
+    fn dropped_while_writing_behind_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("gone.bin");
+        let (mut file, target) = AtomicTarget::create(&dest).unwrap();
+        file.write_all(&[1; 1 << 20]).unwrap();
+        target.write_behind();
+        let tmp = target.tmp().to_path_buf();
+        drop(target);
+        assert!(!tmp.exists() && !dest.exists());
     }
 }
