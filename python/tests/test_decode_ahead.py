@@ -80,6 +80,14 @@ def test_restore_in_the_middle_drops_the_batch_made_ahead(fmt, data):
     two = [next(again) for _ in range(2)]
     loader.load_state_dict(again.state_dict())
     assert same_batches(two + list(loader), full)
+    # A refused state leaves the loader where it was: the batch the
+    # thread had made ahead is not lost.
+    refusing = grist.Loader(path, spec_of(path), decode_ahead=True, **kwargs)
+    four = [next(refusing) for _ in range(4)]
+    other_args = grist.Loader(path, spec_of(path), batch_size=11)
+    with pytest.raises(grist.SpecError):
+        refusing.load_state_dict(other_args.state_dict())
+    assert same_batches(four + list(refusing), full)
     # And a state saved by the loader with decode_ahead restores in one
     # without it.
     other = grist.Loader(path, spec_of(path), **kwargs)

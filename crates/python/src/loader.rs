@@ -1,6 +1,6 @@
 //! `grist.Loader`: the loader's batches as numpy arrays or Arrow record
-//! batches, the GIL released while it reads and decodes, one batch
-//! decoded ahead while Python works on the last.
+//! batches, the GIL released while it reads and decodes; with
+//! `decode_ahead`, the next batch decoded while Python works on the last.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -494,8 +494,16 @@ impl PyLoader {
         let state: LoaderState = serde_json::from_str(state)
             .map_err(|e| Failure::argument(format!("not a grist loader state: {e}")))?;
         py.detach(|| self.stop_ahead());
-        self.with(py, move |loader| Ok(loader.restore(&state)?))?;
-        *lock(&self.delivered) = None;
+        // The thread ahead had taken a batch Python has not seen: back to
+        // the last one handed over first, so that a state refused below
+        // leaves the loader where Python left it.
+        let delivered = lock(&self.delivered).take();
+        self.with(py, move |loader| {
+            if let Some(s) = delivered {
+                loader.restore(&s.state)?;
+            }
+            Ok(loader.restore(&state)?)
+        })?;
         Ok(())
     }
 
