@@ -173,3 +173,25 @@ def test_a_forked_child_is_refused_not_hung(data):
     rest = list(loader)
     assert len(rest) == 43 - 1
     assert same_batches([first] + rest, list(grist.Loader(path, spec_of(path), batch_size=7)))
+
+
+def test_through_grist_torch(data):
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    import grist.torch as gt
+
+    path = data["tfrecord"]
+
+    def batches(**kw):
+        ds = gt.IterableDataset(path, spec_of(path), batch_size=32, shuffle=True, seed=4, **kw)
+        ds.set_epoch(1)
+        return list(DataLoader(ds, batch_size=None, num_workers=0))
+
+    plain, ahead = batches(), batches(decode_ahead=True)
+    assert len(plain) == len(ahead) == -(-300 // 32)
+    for a, b in zip(ahead, plain):
+        assert list(a) == list(b)
+        # Bit for bit: the data holds NaNs.
+        tensors = [k for k in a if isinstance(a[k], torch.Tensor)]
+        assert tensors and all(a[k].numpy().tobytes() == b[k].numpy().tobytes() for k in tensors)
