@@ -45,15 +45,35 @@ pub struct AtomicTarget {
 /// final sync has only the tail left to wait for.
 pub(crate) struct Behind {
     asks: SyncSender<()>,
-    thread: JoinHandle<()>,
+    /// Ends with the first failed sync's error: the caller's own sync
+    /// may not see it again (a writeback error is reported once per open
+    /// file, and the thread's handle shares the caller's).
+    thread: JoinHandle<io::Result<()>>,
 }
 
 impl Behind {
-    /// Waits for a sync under way (the thread then ends).
-    fn stop(self) {
+    /// A thread syncing `file`'s data, asked once already.
+    fn start(file: File) -> io::Result<Behind> {
+        let (asks, waiting) = sync_channel::<()>(1);
+        let thread = std::thread::Builder::new()
+            .name("grist-write-behind".into())
+            .spawn(move || {
+                while waiting.recv().is_ok() {
+                    file.sync_data()?;
+                }
+                Ok(())
+            })?;
+        let _ = asks.try_send(());
+        Ok(Behind { asks, thread })
+    }
+
+    /// Waits for a sync under way (the thread then ends): its error, if
+    /// one failed.
+    fn stop(self) -> io::Result<()> {
         drop(self.asks);
-        // The thread only syncs: nothing in it panics but the OS.
-        let _ = self.thread.join();
+        self.thread
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the write-behind thread panicked")))
     }
 }
 
@@ -123,37 +143,26 @@ impl AtomicTarget {
     /// thread of its own, and returns at once; a request while a sync is
     /// under way is dropped (the next one covers its bytes). For large
     /// files: [`sync`](Self::sync) then waits only for what was written
-    /// since. An error of such a sync is seen again by `sync`, which
-    /// syncs everything.
+    /// since. A failed sync ends the thread, and `sync` returns its error.
     pub fn write_behind(&self) {
         let mut behind = self.behind.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(b) = behind.as_ref() {
-            if let Err(TrySendError::Disconnected(())) = b.asks.try_send(()) {
-                *behind = None;
-            }
+            // Full: a sync is under way. Disconnected: one failed, and
+            // `sync` reports it.
+            let _: Result<(), TrySendError<()>> = b.asks.try_send(());
             return;
         }
         let Ok(file) = self.file.try_clone() else {
             // Only an optimisation: `sync` does the work without it.
             return;
         };
-        let (asks, waiting) = sync_channel::<()>(1);
-        let started = std::thread::Builder::new()
-            .name("grist-write-behind".into())
-            .spawn(move || {
-                while waiting.recv().is_ok() {
-                    if file.sync_data().is_err() {
-                        return;
-                    }
-                }
-            });
-        if let Ok(thread) = started {
-            let _ = asks.try_send(());
-            *behind = Some(Behind { asks, thread });
+        if let Ok(b) = Behind::start(file) {
+            *behind = Some(b);
         }
     }
 
-    /// Makes the bytes written to the temporary file durable.
+    /// Makes the bytes written to the temporary file durable (or returns
+    /// the error of a sync [`write_behind`](Self::write_behind) made).
     pub fn sync(&self) -> io::Result<()> {
         let behind = self
             .behind
@@ -161,7 +170,7 @@ impl AtomicTarget {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         if let Some(b) = behind {
-            b.stop();
+            b.stop()?;
         }
         self.file.sync_all()
     }
@@ -190,7 +199,8 @@ impl Drop for AtomicTarget {
             .unwrap_or_else(PoisonError::into_inner)
             .take()
         {
-            b.stop();
+            // Not committed, or committed after `sync` took the thread.
+            let _ = b.stop();
         }
         if !self.committed {
             let _ = fs::remove_file(&self.tmp);
@@ -234,6 +244,17 @@ mod tests {
         );
         target.commit().unwrap();
         assert_eq!(std::fs::read(&dest).unwrap(), want);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_failed_sync_behind_is_reported() {
+        // Linux refuses to sync /dev/null (EINVAL): the error must come
+        // out of `stop`, as `sync` returns it, not vanish with the thread.
+        let file = OpenOptions::new().write(true).open("/dev/null").unwrap();
+        let b = Behind::start(file).unwrap();
+        let _ = b.asks.try_send(());
+        assert!(b.stop().is_err());
     }
 
     #[test]
