@@ -42,6 +42,54 @@ def batch_rows(batch):
     return int(batch.shape[0])
 
 
+class _Steps:
+    """Step timing shared by `run_epochs` and `run_steady`: the first
+    `warmup_steps` steps are not timed; the first timed step starts when
+    the one before it ended."""
+
+    def __init__(self, warmup_steps, rows):
+        self.warmup_steps = warmup_steps
+        self.rows = rows
+        self.step_ms = []
+        self.records = self.records_total = self.batches = self.steps_seen = 0
+        self.t_start = None
+        self.cpu_start = 0.0
+
+    def elapsed(self):
+        return time.perf_counter() - self.t_start if self.t_start is not None else 0.0
+
+    def take(self, it, min_seconds=None):
+        """Iterates `it` to its end, or until `min_seconds` were timed."""
+        t_prev = time.perf_counter()
+        for batch in it:
+            now = time.perf_counter()
+            n = self.rows(batch)
+            self.records_total += n
+            self.steps_seen += 1
+            if self.steps_seen > self.warmup_steps:
+                if self.t_start is None:
+                    self.t_start = t_prev
+                    self.cpu_start = time.process_time()
+                self.step_ms.append((now - t_prev) * 1e3)
+                self.records += n
+                self.batches += 1
+            t_prev = time.perf_counter()
+            if min_seconds is not None and self.elapsed() >= min_seconds:
+                return
+
+    def result(self, epochs):
+        timed = self.t_start is not None
+        return {
+            "cpu_seconds": time.process_time() - self.cpu_start if timed else 0.0,
+            "records": self.records,
+            "batches": self.batches,
+            "seconds": self.elapsed(),
+            "step_ms": self.step_ms,
+            "epochs": epochs,
+            "records_total": self.records_total,
+        }
+
+
 def run_epochs(make_iter, epochs, warmup_steps, min_seconds, rows=batch_rows, max_epochs=1000):
     """Iterate `make_iter()` (one epoch each) at least `epochs` times and until
     `min_seconds` of timed iteration have passed.
@@ -50,48 +98,14 @@ def run_epochs(make_iter, epochs, warmup_steps, min_seconds, rows=batch_rows, ma
     a dict with records, batches, seconds, step_ms (list), epochs, and
     records_total (including warm-up).
     """
-    step_ms = []
-    records = 0
-    records_total = 0
-    batches = 0
-    steps_seen = 0
-    t_start = None
-    cpu_start = 0.0
+    steps = _Steps(warmup_steps, rows)
     epoch = 0
     while True:
-        it = iter(make_iter())
-        t_prev = time.perf_counter()
-        for batch in it:
-            now = time.perf_counter()
-            n = rows(batch)
-            records_total += n
-            steps_seen += 1
-            if steps_seen <= warmup_steps:
-                t_prev = time.perf_counter()
-                continue
-            if t_start is None:
-                # The first timed step started when the previous one ended.
-                t_start = t_prev
-                cpu_start = time.process_time()
-            step_ms.append((now - t_prev) * 1e3)
-            records += n
-            batches += 1
-            t_prev = time.perf_counter()
+        steps.take(iter(make_iter()))
         epoch += 1
-        elapsed = (time.perf_counter() - t_start) if t_start is not None else 0.0
-        if epoch >= epochs and (elapsed >= min_seconds or epoch >= max_epochs):
+        if epoch >= epochs and (steps.elapsed() >= min_seconds or epoch >= max_epochs):
             break
-    seconds = time.perf_counter() - t_start if t_start is not None else 0.0
-    cpu_seconds = time.process_time() - cpu_start if t_start is not None else 0.0
-    return {
-        "cpu_seconds": cpu_seconds,
-        "records": records,
-        "batches": batches,
-        "seconds": seconds,
-        "step_ms": step_ms,
-        "epochs": epoch,
-        "records_total": records_total,
-    }
+    return steps.result(epoch)
 
 
 def run_steady(make_iter, warmup_steps, min_seconds, rows=batch_rows):
@@ -101,40 +115,9 @@ def run_steady(make_iter, warmup_steps, min_seconds, rows=batch_rows):
     loader's or dataset's start-up per epoch. Returns what `run_epochs`
     does, with epochs None (epoch boundaries are not seen).
     """
-    step_ms = []
-    records = records_total = batches = steps_seen = 0
-    t_start = None
-    cpu_start = 0.0
-    it = iter(make_iter())
-    t_prev = time.perf_counter()
-    for batch in it:
-        now = time.perf_counter()
-        n = rows(batch)
-        records_total += n
-        steps_seen += 1
-        if steps_seen <= warmup_steps:
-            t_prev = time.perf_counter()
-            continue
-        if t_start is None:
-            t_start = t_prev
-            cpu_start = time.process_time()
-        step_ms.append((now - t_prev) * 1e3)
-        records += n
-        batches += 1
-        t_prev = time.perf_counter()
-        if t_prev - t_start >= min_seconds:
-            break
-    seconds = time.perf_counter() - t_start if t_start is not None else 0.0
-    cpu_seconds = time.process_time() - cpu_start if t_start is not None else 0.0
-    return {
-        "cpu_seconds": cpu_seconds,
-        "records": records,
-        "batches": batches,
-        "seconds": seconds,
-        "step_ms": step_ms,
-        "epochs": None,
-        "records_total": records_total,
-    }
+    steps = _Steps(warmup_steps, rows)
+    steps.take(iter(make_iter()), min_seconds)
+    return steps.result(None)
 
 
 def result(peer, run, files, threads, batch_size, **extra):

@@ -32,3 +32,13 @@ def s3_url() -> str:
     if not url:
         pytest.skip("GRIST_TEST_S3_URL is not set: no S3 server (run through cargo test)")
     return url.rstrip("/")
+
+
+@pytest.fixture(scope="session")
+def data(tmp_path_factory):
+    """`datasets.make`'s dataset in each format (300 records, parts of
+    70), made once and only read by the tests."""
+    from datasets import FORMATS, make
+
+    base = tmp_path_factory.mktemp("data")
+    return {fmt: make(base, fmt) for fmt in FORMATS}

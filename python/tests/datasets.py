@@ -28,6 +28,11 @@ def make(base: Path, fmt: str, repeat: int = 30, per_file: int = 70) -> Path:
     return out
 
 
+def spec_of(path: Path) -> Path:
+    """The spec file `make` writes beside a dataset."""
+    return path / "spec.json"
+
+
 def rows(batches) -> list[tuple]:
     """The rows of numpy batches of scalar columns, as tuples (for
     comparing orders and sets of records)."""

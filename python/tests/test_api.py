@@ -13,17 +13,7 @@ import pytest
 
 import grist
 from corpus import assert_batch, cases, parses
-from datasets import FORMATS, make, rows, same_batches, source
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    base = tmp_path_factory.mktemp("data")
-    return {fmt: make(base, fmt) for fmt in FORMATS}
-
-
-def spec_of(path):
-    return path / "spec.json"
+from datasets import FORMATS, rows, same_batches, source, spec_of
 
 
 def test_count_matches_the_corpus():

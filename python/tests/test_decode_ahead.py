@@ -14,17 +14,7 @@ import pyarrow as pa
 import pytest
 
 import grist
-from datasets import FORMATS, make, same_batches
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    base = tmp_path_factory.mktemp("ahead")
-    return {fmt: make(base, fmt) for fmt in FORMATS}
-
-
-def spec_of(path):
-    return path / "spec.json"
+from datasets import FORMATS, same_batches, spec_of
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
