@@ -128,7 +128,8 @@ class Loader:
         shard_mode: "auto", "files" or "records".
         epochs: passes over the data; None: endless.
         drop_remainder: leave out the last, partial batch.
-        reader_schema: an Avro reader schema (dict, JSON text or ``.avsc`` path).
+        reader_schema: an Avro reader schema (dict, JSON text or ``.avsc`` path);
+            without ``spec``, the spec is inferred from it.
         random_access: "auto", "off" or "required" (read records by number).
         output: "numpy" (dicts of arrays) or "arrow" (``pyarrow.RecordBatch``).
         equal_batches: with ``shard``, every rank yields the same number of
@@ -291,11 +292,26 @@ def read_batches(
         yield from loader
 
 
-def infer_spec(paths: PathsLike, *, records: int = 100, format: Optional[str] = None) -> Any:
+def infer_spec(
+    paths: PathsLike,
+    *,
+    records: int = 100,
+    format: Optional[str] = None,
+    reader_schema: Any = None,
+) -> Any:
     """The spec of ``paths`` as grist infers it (Avro: the writer schema;
     the others: sampling the first ``records`` records), in the JSON form a
-    spec file holds (and ``spec=`` takes)."""
-    return json.loads(_grist.infer_spec_json(_paths(paths), int(records), format))
+    spec file holds (and ``spec=`` takes).
+
+    ``reader_schema`` (Avro: a dict, JSON text or ``.avsc`` path): infer
+    the spec of the files read through it (schema evolution): the
+    features are the reader's fields, every file's writer schema must
+    resolve against it, and the spec carries it as ``"reader_schema"``."""
+    return json.loads(
+        _grist.infer_spec_json(
+            _paths(paths), int(records), format, _json_arg(reader_schema, "reader_schema")
+        )
+    )
 
 
 def count(paths: PathsLike, *, format: Optional[str] = None) -> int:

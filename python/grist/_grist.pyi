@@ -112,7 +112,12 @@ class _Writer:
     @property
     def path(self) -> str: ...
 
-def infer_spec_json(paths: list[str], records: int = ..., format: Optional[str] = ...) -> str: ...
+def infer_spec_json(
+    paths: list[str],
+    records: int = ...,
+    format: Optional[str] = ...,
+    reader_schema: Optional[str] = ...,
+) -> str: ...
 def count(paths: list[str], format: Optional[str] = ...) -> int: ...
 def convert(
     inputs: list[str],

@@ -236,3 +236,51 @@ def test_reader_schema_as_dict_text_or_file(tmp_path):
         assert len(got) == len(parse["batches"])
         for i, (g, w) in enumerate(zip(got, parse["batches"])):
             assert_batch(g, w, f"{case.name} batch {i} ({type(given).__name__})")
+
+
+def test_infer_spec_and_loader_from_a_reader_schema(tmp_path):
+    # Two versions of a schema: `id` int then long, `extra` added later.
+    v1, v2 = tmp_path / "v1.avro", tmp_path / "v2.avro"
+    with grist.Writer(v1, "avro") as w:
+        w.write({"id": np.arange(3, dtype=np.int32), "x": np.array([0.5, 1.5, 2.5], dtype=np.float32)})
+    with grist.Writer(v2, "avro") as w:
+        w.write(
+            {
+                "id": np.arange(3, 6, dtype=np.int64),
+                "x": np.array([3.5, 4.5, 5.5], dtype=np.float32),
+                "extra": np.array([7, 8, 9], dtype=np.float32),
+            }
+        )
+    reader = {
+        "type": "record",
+        "name": "Record",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "x", "type": "double"},
+            {"name": "extra", "type": "float", "default": -1.0},
+        ],
+    }
+    files = [v1, v2]
+    # By the writer schemas, the versions disagree on `id` and `extra`.
+    assert [f["name"] for f in grist.infer_spec(files)["features"]] == ["x"]
+    spec = grist.infer_spec(files, reader_schema=reader)
+    assert [(f["name"], f["dtype"]) for f in spec["features"]] == [
+        ("id", "int64"),
+        ("x", "float64"),
+        ("extra", "float32"),
+    ]
+    assert spec["reader_schema"] == reader
+    # No spec: inferred from the reader schema; the older file's rows take
+    # `extra`'s default.
+    (batch,) = list(grist.Loader(files, reader_schema=json.dumps(reader), batch_size=6, epochs=1))
+    assert batch["id"].dtype == np.int64 and batch["id"].tolist() == list(range(6))
+    assert batch["x"].dtype == np.float64 and batch["x"].tolist() == [0.5, 1.5, 2.5, 3.5, 4.5, 5.5]
+    assert batch["extra"].tolist() == [-1.0, -1.0, -1.0, 7.0, 8.0, 9.0]
+    # The spec alone (it carries the schema) reads the same.
+    (again,) = list(grist.Loader(files, spec, batch_size=6, epochs=1))
+    assert {k: v.tolist() for k, v in again.items()} == {k: v.tolist() for k, v in batch.items()}
+    # A reader schema a file does not resolve against: that file, that field.
+    bad = json.loads(json.dumps(reader))
+    bad["fields"][0]["type"] = "string"
+    with pytest.raises(grist.GristError, match=r"v1\.avro.*id|id.*v1\.avro"):
+        grist.infer_spec(files, reader_schema=bad)

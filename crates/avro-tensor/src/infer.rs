@@ -4,6 +4,7 @@
 //! records (`name.first`) and of arrays of records (`points[*].x`).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use grist_tensor::{
     DType, FeatureSpec, InferNote, InferOptions, Inferred, Input, SparseSpec, SpecFile,
@@ -13,8 +14,9 @@ use serde_json::{Value, json};
 
 use crate::container::ReaderOptions;
 use crate::error::{Error, Result};
-use crate::generic::AvroValue;
+use crate::generic::{AvroValue, DatumSchema};
 use crate::report;
+use crate::resolve::ReaderSchema;
 use crate::schema::{Node, Schema};
 
 /// The dtype a leaf of the writer schema reads as, if it is a leaf.
@@ -311,19 +313,23 @@ fn widen(value: &AvroValue<'_>, name: &str, max: &mut [Option<i64>]) {
 /// ATDS layout cannot read it.
 type Fields = Vec<(String, std::result::Result<(Field, bool), String>)>;
 
-/// The fields of `input`'s writer schema (only its header is read).
-fn fields_of(input: &Input, options: &ReaderOptions) -> Result<Fields> {
+/// The writer schema of `input` (only its header is read).
+fn writer_schema(input: &Input, options: &ReaderOptions) -> Result<DatumSchema> {
     // A remote object is not read far ahead for its header.
     let header_only = input.clone().with_read_ahead(64 << 10);
     let reader = report::open(&header_only, options.clone())?;
-    let schema = reader.schema().schema().clone();
-    drop(reader);
+    Ok(reader.schema().clone())
+}
+
+/// What each top-level field of `schema` (the writer schema of `file`,
+/// or a reader schema) becomes.
+fn fields_of(schema: &Schema, file: &Arc<str>, which: &str) -> Result<Fields> {
     let Node::Record { fields, .. } = schema.node(schema.root) else {
         return Err(Error::Schema {
-            file: input.name().clone(),
+            file: file.clone(),
             feature: String::new(),
             reason: format!(
-                "the writer schema is {}, not a record of fields: the ATDS layout reads records",
+                "the {which} schema is {}, not a record of fields: the ATDS layout reads records",
                 schema.type_name(schema.root)
             ),
         });
@@ -340,15 +346,24 @@ fn fields_of(input: &Input, options: &ReaderOptions) -> Result<Fields> {
                 },
                 _ => (false, *node),
             };
-            let f = field(&schema, name, node).map(|f| (f, nullable));
+            let f = field(schema, name, node).map(|f| (f, nullable));
             (name.clone(), f)
         })
         .collect())
 }
 
+/// The fields of `input`'s writer schema.
+fn writer_fields(input: &Input, options: &ReaderOptions) -> Result<Fields> {
+    let schema = writer_schema(input, options)?;
+    fields_of(schema.schema(), input.name(), "writer")
+}
+
 /// The spec of `inputs` from the first one's writer schema (see
 /// `AvroFormat::infer_spec`); a feature that another input's schema lacks
-/// or types otherwise is left out, with a note naming that input.
+/// or types otherwise is left out, with a note naming that input. With a
+/// reader schema, from it: every input's writer schema must resolve
+/// against it (else the error names the file and the field), and the
+/// spec carries it.
 pub(crate) fn infer(inputs: &[Input], options: &InferOptions) -> Result<Inferred> {
     let Some(first) = inputs.first() else {
         return Err(Error::Spec(TensorError::NoRecords {
@@ -356,10 +371,28 @@ pub(crate) fn infer(inputs: &[Input], options: &InferOptions) -> Result<Inferred
         }));
     };
     let reader_options = ReaderOptions::default().with_limits(options.read.limits);
-    let mut fields = fields_of(first, &reader_options)?;
+    let reader = match &options.reader_schema {
+        Some(json) => Some(ReaderSchema::from_value(json)?),
+        None => None,
+    };
     let mut notes = Vec::new();
-    for input in &inputs[1..] {
-        let theirs = fields_of(input, &reader_options)?;
+    let mut fields = match &reader {
+        Some(r) => {
+            for input in inputs {
+                writer_schema(input, &reader_options)?.with_reader_schema(input.name(), r)?;
+            }
+            fields_of(r.schema(), &Arc::from("the reader schema"), "reader")?
+        }
+        None => writer_fields(first, &reader_options)?,
+    };
+    // Without a reader schema, each input's writer schema is compared.
+    let others = if reader.is_some() {
+        &[][..]
+    } else {
+        &inputs[1..]
+    };
+    for input in others {
+        let theirs = writer_fields(input, &reader_options)?;
         for (name, mine) in &mut fields {
             let Ok(mine_ok) = mine else { continue };
             let same = theirs
@@ -427,10 +460,13 @@ pub(crate) fn infer(inputs: &[Input], options: &InferOptions) -> Result<Inferred
         // The schema does not give a sparse feature's shape: the sample's
         // largest index does.
         'files: for input in inputs {
-            let mut reader = report::open(input, reader_options.clone())?;
-            let datum_schema = reader.schema().clone();
+            let mut file = report::open(input, reader_options.clone())?;
+            let datum_schema = match &reader {
+                Some(r) => file.schema().with_reader_schema(input.name(), r)?,
+                None => file.schema().clone(),
+            };
             while records < options.records {
-                let Some(d) = reader.next_datum()? else {
+                let Some(d) = file.next_datum()? else {
                     continue 'files;
                 };
                 let value = datum_schema.decode(d.data, &d.location())?;
@@ -479,6 +515,7 @@ pub(crate) fn infer(inputs: &[Input], options: &InferOptions) -> Result<Inferred
     }
     let spec = SpecFile {
         features: out.into_iter().flatten().collect(),
+        reader_schema: reader.map(|r| r.json().clone()),
         ..SpecFile::default()
     };
     Ok(Inferred::new(spec, notes, records))

@@ -79,9 +79,9 @@ pub(crate) struct Args {
     /// default), union branches matched. A writer schema the rules forbid is
     /// an error naming the file and the field. Replaces the spec file's
     /// "reader_schema". Other formats refuse it.
-    /// The spec names the reader's fields (an inferred spec comes from
-    /// the files' writer schemas: pass --spec when they differ). The
-    /// outputs are written in their own schema.
+    /// The spec names the reader's fields; without --spec it is inferred
+    /// from the reader schema. The outputs are written in their own
+    /// schema.
     #[arg(long, value_name = "FILE.avsc")]
     reader_schema: Option<PathBuf>,
 
@@ -211,12 +211,16 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let storage = crate::sources::storage()?;
     let from_payload = PayloadArg::of(args.from_payload.clone());
+    let reader_schema = match &args.reader_schema {
+        Some(path) => Some(load_reader_schema(path)?),
+        None => None,
+    };
     let mut spec = match &args.spec {
         Some(path) => load_spec(path)?.spec,
-        None => infer(&args, &from_payload)?,
+        None => infer(&args, &from_payload, reader_schema.clone())?,
     };
-    if let Some(path) = &args.reader_schema {
-        spec.reader_schema = Some(load_reader_schema(path)?);
+    if reader_schema.is_some() {
+        spec.reader_schema = reader_schema;
     }
     let source_format = args.format.for_loader(&from_payload, &args.inputs)?;
     let shard = match args.shard {
@@ -288,10 +292,18 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// The spec of the inputs, inferred as `grist spec` infers it (Avro:
 /// from the writer schema; the others: by sampling their first records),
 /// printed on stderr with its notes.
-fn infer(args: &Args, payload: &PayloadArg) -> anyhow::Result<SpecFile> {
+fn infer(
+    args: &Args,
+    payload: &PayloadArg,
+    reader_schema: Option<serde_json::Value>,
+) -> anyhow::Result<SpecFile> {
     let (format, inputs) = args.format.expand_with(payload, &args.inputs)?;
+    let mut options = grist::tensor::InferOptions::default();
+    if let Some(schema) = reader_schema {
+        options = options.with_reader_schema(schema);
+    }
     let inferred = format
-        .infer_spec(&inputs, &grist::tensor::InferOptions::default())
+        .infer_spec(&inputs, &options)
         .context("inferring the spec (or pass --spec)")?;
     for note in &inferred.notes {
         eprintln!("grist: note: {note}");

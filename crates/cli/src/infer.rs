@@ -33,7 +33,9 @@ use crate::sources::{FormatArg, PayloadArg};
                   primitives varlen of their depth, records of indices0..N-1 and values sparse \
                   (their shape from the largest index of the sampled records); [null, T] reads \
                   as T, a null in a dense field as 0 (false, empty). Maps, other unions and \
-                  arrays of records are left out with a note.\n\n\
+                  arrays of records are left out with a note. With --reader-schema, from the \
+                  reader schema instead (every file's writer schema must resolve against it), \
+                  and the spec carries it as \"reader_schema\".\n\n\
                   Notes go to stderr, the spec to stdout: `grist spec FILE > spec.json`, then \
                   `grist cat --spec spec.json FILE`."
 )]
@@ -50,6 +52,14 @@ pub(crate) struct Args {
     /// Read the records as tf.Examples, even if they have feature lists.
     #[arg(long)]
     no_sequence: bool,
+
+    /// Avro: infer the spec of the files read through this reader schema
+    /// (an .avsc file of the schema's JSON; schema evolution): the
+    /// features are the reader's fields, every file's writer schema must
+    /// resolve against it, and the spec carries it as "reader_schema".
+    /// Other formats refuse it.
+    #[arg(long, value_name = "FILE.avsc")]
+    reader_schema: Option<PathBuf>,
 
     /// The batch size to write into the spec file (`batch_size`).
     #[arg(long, value_name = "N")]
@@ -75,6 +85,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut options = InferOptions::default().with_records(args.records);
     if args.sequence || args.no_sequence {
         options = options.with_sequence(args.sequence);
+    }
+    if let Some(path) = &args.reader_schema {
+        options = options.with_reader_schema(crate::spec::load_reader_schema(path)?);
     }
     let mut inferred = format.infer_spec(&inputs, &options)?;
     for note in &inferred.notes {

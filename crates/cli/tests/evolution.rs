@@ -255,3 +255,137 @@ fn bench_and_convert_take_the_reader_schema() {
         );
     }
 }
+
+#[test]
+fn spec_and_convert_infer_from_the_reader_schema() {
+    let d = dataset();
+    let inferred = |extra: &[&str]| {
+        let mut args = vec!["spec", "--reader-schema", arg(&d.avsc)];
+        args.extend(extra);
+        grist_on(&args, &d.files)
+    };
+    let run = inferred(&[]);
+    run.assert_ok("spec --reader-schema");
+    let got: Value = serde_json::from_str(&run.stdout).unwrap();
+    // The reader's fields, in its order, with its types; the spec
+    // carries the schema, so that it reads the files alone.
+    let reader: Value = serde_json::from_str(READER_SCHEMA).unwrap();
+    assert_eq!(got["reader_schema"], reader);
+    let names: Vec<&str> = got["features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    let fields: Vec<&str> = reader["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, fields);
+    let hand = spec();
+    for (f, want) in got["features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(hand["features"].as_array().unwrap())
+    {
+        assert_eq!(
+            (&f["kind"], &f["dtype"]),
+            (&want["kind"], &want["dtype"]),
+            "{f}"
+        );
+    }
+    // It loads the three versions as the hand-written spec does (a null
+    // `maybe` reads as the inferred default, 0).
+    let spec_path = write_spec(&d.dir, "inferred.json", &got);
+    let n = (3 * RECORDS).to_string();
+    let run = grist_on(
+        &["cat", "--spec", arg(&spec_path), "--batch-size", &n],
+        &d.files,
+    );
+    run.assert_ok("cat --spec inferred.json");
+    let outputs = &run.json_lines()[0]["outputs"];
+    let expected = expected(&d.files);
+    for name in ["id", "score", "kind", "name", "weight"] {
+        let want: Vec<&Value> = expected.iter().map(|r| &r[name]).collect();
+        assert_eq!(outputs[name]["values"], json!(want), "{name}");
+    }
+    let maybe: Vec<Value> = expected
+        .iter()
+        .map(|r| {
+            if r["maybe"].is_null() {
+                json!(0.0)
+            } else {
+                r["maybe"].clone()
+            }
+        })
+        .collect();
+    assert_eq!(outputs["maybe"]["values"], json!(maybe));
+    // Without the reader schema, the writer schemas disagree: fewer
+    // features, with notes.
+    let run = grist_on(&["spec"], &d.files);
+    run.assert_ok("spec");
+    let writer_spec: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert!(writer_spec["features"].as_array().unwrap().len() < names.len());
+    assert!(
+        run.stderr.contains("writer schema differs"),
+        "{}",
+        run.stderr
+    );
+    // convert without --spec: inferred from the reader schema.
+    let out = d.dir.join("out");
+    let run = grist_on(
+        &[
+            "convert",
+            "--to",
+            "tfrecord",
+            "--lossy",
+            "--reader-schema",
+            arg(&d.avsc),
+            "-o",
+            arg(&out),
+        ],
+        &d.files,
+    );
+    run.assert_ok("convert --reader-schema without --spec");
+    let run = grist_on(
+        &[
+            "cat",
+            "--spec",
+            arg(&out.join("spec.json")),
+            "--batch-size",
+            &n,
+        ],
+        std::slice::from_ref(&out),
+    );
+    run.assert_ok("cat the converted files");
+    let want: Vec<Value> = expected.iter().map(|r| r["id"].clone()).collect();
+    assert_eq!(run.json_lines()[0]["outputs"]["id"]["values"], json!(want));
+    // A reader schema a writer schema does not resolve against: the file
+    // and the field, before any spec is printed.
+    let mut bad = reader.clone();
+    bad["fields"][2]["type"] = json!("string");
+    let bad_avsc = d.dir.join("bad.avsc");
+    std::fs::write(&bad_avsc, bad.to_string()).unwrap();
+    let run = grist_on(&["spec", "--reader-schema", arg(&bad_avsc)], &d.files);
+    run.assert_failed("spec with a reader schema that does not resolve");
+    assert!(run.stdout.is_empty());
+    assert!(
+        run.stderr.contains("v1.avro") && run.stderr.contains("kind"),
+        "{}",
+        run.stderr
+    );
+    // Other formats refuse it, naming theirs.
+    let run = grist_on(
+        &["spec", "--reader-schema", arg(&d.avsc)],
+        std::slice::from_ref(&out),
+    );
+    run.assert_failed("spec --reader-schema on TFRecord files");
+    assert!(
+        run.stderr.contains("TFRecord") && run.stderr.contains("reader schema"),
+        "{}",
+        run.stderr
+    );
+}

@@ -351,6 +351,7 @@ impl Format for FfrFormat {
     /// [`SpecSampler`](grist_tensor::SpecSampler). Raw payloads carry no
     /// feature names and are refused; files with no samples are an error.
     fn infer_spec(&self, inputs: &[Input], options: &InferOptions) -> Result<Inferred, BoxError> {
+        grist_tensor::no_reader_schema("FFRecord", options.reader_schema.as_ref())?;
         let sequence = match (self.payload, options.sequence) {
             (Payload::Raw, _) => {
                 return Err(Box::new(TensorError::Unsupported {

@@ -222,6 +222,15 @@ impl Writer {
         }
     }
 
+    /// The target of a local file (whose pages are written back behind).
+    fn local_target(&self) -> Option<&AtomicTarget> {
+        match &self.kind {
+            Kind::Local { target, .. } => Some(target),
+            #[cfg(feature = "remote")]
+            _ => None,
+        }
+    }
+
     #[cfg(feature = "remote")]
     fn stream(&mut self) -> Option<&mut remote::StreamUpload> {
         match &mut self.kind {
@@ -264,10 +273,10 @@ impl Write for Writer {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.write_inner(buf)?;
         self.wrote(&buf[..n.min(buf.len())]);
-        if let Kind::Local { target, .. } = &self.kind {
-            if self.at >= self.behind_at + WRITE_BEHIND_BYTES {
-                self.behind_at = self.at;
+        if self.at >= self.behind_at + WRITE_BEHIND_BYTES {
+            if let Some(target) = self.local_target() {
                 target.write_behind();
+                self.behind_at = self.at;
             }
         }
         Ok(n)

@@ -355,6 +355,7 @@ impl Format for OfRecordFormat {
     /// [`SpecSampler`](grist_tensor::SpecSampler) for the rules); parts
     /// with no records are an error, and so is `sequence`.
     fn infer_spec(&self, inputs: &[Input], options: &InferOptions) -> Result<Inferred, BoxError> {
+        grist_tensor::no_reader_schema("OFRecord", options.reader_schema.as_ref())?;
         if options.sequence == Some(true) {
             return Err(Box::new(TensorError::Unsupported {
                 what: "OFRecord: --sequence is for tf.SequenceExample records".into(),

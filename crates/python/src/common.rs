@@ -74,11 +74,28 @@ pub(crate) fn given_spec(
         .map_err(|e| Failure::argument(format!("{path}: {}", crate::errors::chain(&e))))
 }
 
-/// The spec of `inputs` as `format` infers it (Avro: the writer schema;
-/// the others: sampling the first `records` records).
-pub(crate) fn infer(format: &Arc<dyn Format>, inputs: &[Input], records: u64) -> Result<SpecFile> {
-    let mut options = InferOptions::default();
-    options.records = records;
+/// A reader schema given as JSON text (`reader_schema=`), parsed.
+pub(crate) fn reader_schema(text: Option<&str>) -> Result<Option<serde_json::Value>> {
+    text.map(|t| {
+        serde_json::from_str(t)
+            .map_err(|e| Failure::argument(format!("reader_schema: not JSON: {e}")))
+    })
+    .transpose()
+}
+
+/// The spec of `inputs` as `format` infers it (Avro: the writer schema,
+/// or `reader_schema` when given; the others: sampling the first
+/// `records` records).
+pub(crate) fn infer(
+    format: &Arc<dyn Format>,
+    inputs: &[Input],
+    records: u64,
+    reader_schema: Option<&serde_json::Value>,
+) -> Result<SpecFile> {
+    let mut options = InferOptions::default().with_records(records);
+    if let Some(schema) = reader_schema {
+        options = options.with_reader_schema(schema.clone());
+    }
     let inferred = format.infer_spec(inputs, &options)?;
     let spec = inferred.spec;
     if spec.features.is_empty()

@@ -6,17 +6,19 @@ use crate::common;
 
 /// The spec of `paths` as JSON text (`grist.infer_spec` parses it).
 #[pyfunction]
-#[pyo3(signature = (paths, records = 100, format = None))]
+#[pyo3(signature = (paths, records = 100, format = None, reader_schema = None))]
 pub(crate) fn infer_spec_json(
     py: Python<'_>,
     paths: Vec<String>,
     records: u64,
     format: Option<String>,
+    reader_schema: Option<String>,
 ) -> PyResult<String> {
     Ok(py.detach(|| {
         let storage = common::storage();
         let (format, inputs) = common::expand(&storage, &paths, format.as_deref())?;
-        common::infer(&format, &inputs, records).map(|spec| spec.to_json())
+        let reader_schema = common::reader_schema(reader_schema.as_deref())?;
+        common::infer(&format, &inputs, records, reader_schema.as_ref()).map(|spec| spec.to_json())
     })?)
 }
 

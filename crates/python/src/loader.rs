@@ -222,18 +222,17 @@ pub(crate) fn build(args: Args) -> Result<(Loader, SpecFile, Arc<dyn Format>)> {
         args.format.as_deref(),
         args.payload.as_deref(),
     )?;
+    let reader_schema = common::reader_schema(args.reader_schema.as_deref())?;
     let mut spec = match common::given_spec(
         &storage,
         args.spec_json.as_deref(),
         args.spec_path.as_deref(),
     )? {
         Some(spec) => spec,
-        None => common::infer(&format, &inputs, 1000)?,
+        None => common::infer(&format, &inputs, 1000, reader_schema.as_ref())?,
     };
-    if let Some(schema) = &args.reader_schema {
-        let schema: serde_json::Value = serde_json::from_str(schema)
-            .map_err(|e| Failure::argument(format!("reader_schema: not JSON: {e}")))?;
-        spec.reader_schema = Some(schema);
+    if reader_schema.is_some() {
+        spec.reader_schema = reader_schema;
     }
     let mut builder = grist::loader()
         .with_paths(&args.paths)

@@ -81,7 +81,7 @@ impl PyRecordReader {
         format.random_access(&inputs, RandomAccess::Required, false)?;
         let spec = match common::given_spec(&storage, spec_json, spec_path)? {
             Some(spec) => spec,
-            None => common::infer(&format, &inputs, 1000)?,
+            None => common::infer(&format, &inputs, 1000, None)?,
         };
         let decoder = format.decoder(&spec, Limits::default())?;
         let by_number = format.by_number(&inputs, &ReadOptions::default())?;

@@ -25,6 +25,11 @@ pub struct InferOptions {
     pub sequence: Option<bool>,
     /// How files are read.
     pub read: ReadOptions,
+    /// Avro: the reader schema the files are read through (schema
+    /// evolution): the spec then names the reader's fields, and every
+    /// file's writer schema must resolve against it. Other formats refuse
+    /// it.
+    pub reader_schema: Option<serde_json::Value>,
 }
 
 impl Default for InferOptions {
@@ -33,6 +38,7 @@ impl Default for InferOptions {
             records: 1000,
             sequence: None,
             read: ReadOptions::default(),
+            reader_schema: None,
         }
     }
 }
@@ -64,6 +70,16 @@ impl InferOptions {
     #[must_use]
     pub fn with_read(mut self, read: ReadOptions) -> Self {
         self.read = read;
+        self
+    }
+
+    /// Avro: infer the spec of the files as read through this reader
+    /// schema (its JSON, as a spec file's `"reader_schema"` gives it):
+    /// the features are the reader's fields, and the spec carries the
+    /// schema. By default, none: the first file's writer schema decides.
+    #[must_use]
+    pub fn with_reader_schema(mut self, schema: serde_json::Value) -> Self {
+        self.reader_schema = Some(schema);
         self
     }
 }

@@ -328,6 +328,7 @@ impl Format for TfRecordFormat {
     /// [`SpecSampler`](grist_tensor::SpecSampler) for the rules); files with
     /// no records are an error.
     fn infer_spec(&self, inputs: &[Input], options: &InferOptions) -> Result<Inferred, BoxError> {
+        grist_tensor::no_reader_schema("TFRecord", options.reader_schema.as_ref())?;
         let record_options = RecordOptions::default().with_read(options.read.clone());
         let mut records = self.records(inputs, &record_options)?;
         let mut sampler = SpecSampler::new();
