@@ -8,7 +8,10 @@
 //! - `avro_decode`: every block of every readable corpus file behind every
 //!   configuration's selector, and for each configuration valid blocks of
 //!   0, 1, 3 and 12 records for its schema and for its canonical schema
-//!   (selector high bit), with split points 0, 1 and the middle.
+//!   (selector high bit), with split points 0, 1 and the middle;
+//! - `avro_resolve`: for each configuration (and the key-expression one),
+//!   valid blocks of 1 and 3 records behind the writer's own schema and
+//!   four reader-schema seeds.
 //!
 //! ```sh
 //! cd fuzz
@@ -120,10 +123,37 @@ fn main() -> std::io::Result<()> {
             n_container += 1;
         }
     }
+    // avro_resolve: valid blocks of every configuration (the key-expression
+    // one too: one past the table) behind reader-schema seeds, and behind
+    // the writer's own schema (selector high bit).
+    let resolve = output.join("avro_resolve");
+    std::fs::create_dir_all(&resolve)?;
+    let mut n_resolve = 0;
+    for s in 0..=configs.len() as u8 {
+        let (schema, specs) = grist_fuzz::avro_resolve::config(s);
+        for records in [1usize, 3] {
+            let data = valid_block(schema, specs, records, u64::from(s) * 10 + records as u64);
+            for (selector, seed) in [(s | 0x80, 0u64), (s, 1), (s, 2), (s, 3), (s, 4)] {
+                let input = [
+                    &[selector, count_byte(records as u64)][..],
+                    &seed.to_le_bytes(),
+                    &data,
+                ]
+                .concat();
+                std::fs::write(
+                    resolve.join(format!("valid_{s}_{records}_{selector}_{seed}")),
+                    input,
+                )?;
+                n_resolve += 1;
+            }
+        }
+    }
     eprintln!(
-        "{n_container} avro_container seeds in {}, {n_decode} avro_decode seeds in {}",
+        "{n_container} avro_container seeds in {}, {n_decode} avro_decode seeds in {}, \
+         {n_resolve} avro_resolve seeds in {}",
         container.display(),
-        decode.display()
+        decode.display(),
+        resolve.display()
     );
     Ok(())
 }

@@ -2,5 +2,6 @@
 #![forbid(unsafe_code)]
 
 pub mod avro_decode;
+pub mod avro_resolve;
 pub mod loader;
 pub mod tfrecord_example;
