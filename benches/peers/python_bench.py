@@ -50,6 +50,7 @@ def main():
     ap.add_argument("--ray-cpus", type=int, default=2, help="num_cpus for ray.init (default 2)")
     ap.add_argument("--decode-ahead", action="store_true",
                     help="reader grist: Loader(decode_ahead=True)")
+    ap.add_argument("--mmap", action="store_true", help="reader grist: Loader(mmap=True)")
     ap.add_argument("--work-ms", type=float, default=0.0,
                     help="sleep this long per batch, as a loop waiting for a GPU step would (default 0)")
     ap.add_argument("--steady", action="store_true",
@@ -62,8 +63,8 @@ def main():
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
     threads = None if args.threads == "autotune" else int(args.threads)
-    if (args.steady or args.decode_ahead) and args.reader != "grist":
-        ap.error("--steady and --decode-ahead are for --reader grist")
+    if (args.steady or args.decode_ahead or args.mmap) and args.reader != "grist":
+        ap.error("--steady, --decode-ahead and --mmap are for --reader grist")
     if args.reader.startswith("grist") and not args.spec:
         ap.error("--spec is required for the grist readers")
 
@@ -74,7 +75,8 @@ def main():
 
         def make():
             return grist.Loader(args.files, args.spec, batch_size=args.batch_size, threads=threads,
-                                epochs=None if args.steady else 1, decode_ahead=args.decode_ahead)
+                                epochs=None if args.steady else 1, decode_ahead=args.decode_ahead,
+                                mmap=args.mmap)
 
         extra["grist_module"] = os.path.dirname(grist.__file__)
     elif args.reader == "grist-torch":
@@ -129,6 +131,7 @@ def main():
 
         extra["work_ms"] = args.work_ms
     extra["decode_ahead"] = args.decode_ahead
+    extra["mmap"] = args.mmap
     if args.steady:
         run = _common.run_steady(make, args.warmup_steps, args.min_seconds, rows=rows)
     else:

@@ -146,6 +146,13 @@ class Loader:
             step, I/O): the batch is ready when they come back. A loop that
             only computes gains nothing with two cores and pays for the
             batches handed between threads; off by default.
+        mmap: memory-map local files instead of reading them (no copy out
+            of the page cache: the reading thread leaves the cores to the
+            decoding ones). Only for files that nothing modifies or
+            truncates while the loader or any batch from it is alive: a
+            file that shrinks under its map kills the process (SIGBUS), as
+            with ``numpy.memmap``. Compressed TFRecord files and object
+            stores are read as without it. Off by default.
 
     The GIL is released while batches are read and decoded.
     """
@@ -172,6 +179,7 @@ class Loader:
         equal_batches: bool = False,
         start_epoch: int = 0,
         decode_ahead: bool = False,
+        mmap: bool = False,
     ) -> None:
         spec_json, spec_path = _spec(spec)
         if shard is not None:
@@ -204,6 +212,7 @@ class Loader:
             payload,
             bool(equal_batches),
             bool(decode_ahead),
+            bool(mmap),
         )
         self._spec: Optional[Any] = None
         if start_epoch:

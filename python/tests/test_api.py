@@ -284,3 +284,25 @@ def test_infer_spec_and_loader_from_a_reader_schema(tmp_path):
     bad["fields"][0]["type"] = "string"
     with pytest.raises(grist.GristError, match=r"v1\.avro.*id|id.*v1\.avro"):
         grist.infer_spec(files, reader_schema=bad)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_mmap_gives_the_batches_reading_gives(data, fmt, shuffle):
+    kwargs = dict(batch_size=32, shuffle=shuffle, seed=5, threads=2, epochs=2)
+    read = list(grist.Loader(data[fmt], spec_of(data[fmt]), **kwargs))
+    mapped = grist.Loader(data[fmt], spec_of(data[fmt]), mmap=True, **kwargs)
+    got = []
+    for i, b in enumerate(mapped):
+        got.append(b)
+        if i == 0 and os.path.exists("/proc/self/maps"):
+            # The files are mapped while the loader reads them.
+            with open("/proc/self/maps") as f:
+                maps = f.read()
+            assert any(str(p) in maps for p in Path(data[fmt]).iterdir())
+        if i == 3:
+            # A state taken from a mapped loader resumes in a reading one.
+            rest = grist.Loader(data[fmt], spec_of(data[fmt]), **kwargs)
+            rest.load_state_dict(mapped.state_dict())
+            assert same_batches(list(rest), read[i + 1 :])
+    assert len(read) == len(got) and same_batches(got, read)

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use grist::tensor::{Batch, Format, RandomAccess, SpecFile};
-use grist::{Epochs, Loader, LoaderState, ShardMode, Stats, Threads};
+use grist::{Access, Epochs, Loader, LoaderState, ShardMode, Stats, Threads};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -190,6 +190,9 @@ pub(crate) struct Args {
     pub(crate) reader_schema: Option<String>,
     pub(crate) random_access: String,
     pub(crate) equal_batches: bool,
+    /// Memory-map local files (`mmap=True`): the Python caller's promise
+    /// that nothing modifies or truncates them while they are read.
+    pub(crate) mmap: bool,
 }
 
 /// Builds the loader (and infers the spec when none was given): files are
@@ -261,6 +264,12 @@ pub(crate) fn build(args: Args) -> Result<(Loader, SpecFile, Arc<dyn Format>)> {
     }
     if let Some((rank, world)) = args.shard {
         builder = builder.with_shard(rank, world);
+    }
+    if args.mmap {
+        // SAFETY: `mmap=True` is the caller's promise, stated in the
+        // parameter's documentation, that no file read is modified or
+        // truncated while the loader or a batch from it is alive.
+        builder = builder.with_access(unsafe { Access::mmap() });
     }
     let loader = builder.build()?;
     Ok((loader, spec, format))
@@ -411,7 +420,8 @@ impl PyLoader {
     #[new]
     #[pyo3(signature = (paths, spec_json, spec_path, format, batch_size, shuffle, seed,
         shuffle_buffer, threads, shard, shard_mode, epochs, drop_remainder, reader_schema,
-        random_access, output, payload = None, equal_batches = false, decode_ahead = false))]
+        random_access, output, payload = None, equal_batches = false, decode_ahead = false,
+        mmap = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -434,6 +444,7 @@ impl PyLoader {
         payload: Option<String>,
         equal_batches: bool,
         decode_ahead: bool,
+        mmap: bool,
     ) -> PyResult<Self> {
         let arrow = output_is_arrow(output)?;
         let args = Args {
@@ -454,6 +465,7 @@ impl PyLoader {
             reader_schema,
             random_access,
             equal_batches,
+            mmap,
         };
         let (loader, spec, format) = py.detach(|| build(args))?;
         Ok(PyLoader {
