@@ -95,8 +95,8 @@ enum Command {
     /// (FFRecord).
     Inspect(inspect::Args),
     /// Infer the spec file that reads some files (from an Avro writer
-    /// schema, or by sampling records) and print it as JSON, for `cat
-    /// --spec` and `bench --spec`.
+    /// schema or a given reader schema, or by sampling records) and print
+    /// it as JSON, for `cat --spec` and `bench --spec`.
     Spec(infer::Args),
     /// Measure end-to-end decoding speed (read + framing + checks + parse).
     /// The report (a table, or --json) is the output: stdout.
