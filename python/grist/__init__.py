@@ -343,6 +343,7 @@ def convert(
     lossy: bool = False,
     force: bool = False,
     verify: bool = False,
+    reader_schema: Any = None,
 ) -> dict:
     """Converts ``inputs`` into ``part-00000.<ext>``, ... files of format
     ``to`` in the folder (or object-store prefix) ``output``, with
@@ -354,7 +355,9 @@ def convert(
     the same arguments resumes; ``force`` replaces another conversion's
     outputs; ``shard=(index, count)`` converts one share (merge with the
     CLI's ``grist merge``); ``verify`` reads every output back with every
-    check of the format.
+    check of the format. ``reader_schema`` (Avro sources: a dict, JSON
+    text or ``.avsc`` path) reads the sources through it, replacing the
+    spec's; without ``spec``, the spec is inferred from it.
 
     Returns the report: records, bytes, files ([{path, records, bytes}]),
     skipped_parts, skipped_records, encoded_records, up_to_date, spec,
@@ -371,6 +374,7 @@ def convert(
         "lossy": bool(lossy),
         "force": bool(force),
         "verify": bool(verify),
+        "reader_schema": _json_arg(reader_schema, "reader_schema"),
     }
     report = _grist.convert(_paths(inputs), os.fspath(output), to, spec_json, spec_path, args)
     return json.loads(report)

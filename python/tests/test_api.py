@@ -279,6 +279,12 @@ def test_infer_spec_and_loader_from_a_reader_schema(tmp_path):
     # The spec alone (it carries the schema) reads the same.
     (again,) = list(grist.Loader(files, spec, batch_size=6, epochs=1))
     assert {k: v.tolist() for k, v in again.items()} == {k: v.tolist() for k, v in batch.items()}
+    # Converted without a spec: inferred from the reader schema; the
+    # outputs read back without it.
+    report = grist.convert(files, tmp_path / "out", "ofrecord", reader_schema=reader)
+    assert "reader_schema" not in report["spec"]
+    (back,) = list(grist.Loader(tmp_path / "out", report["spec_path"], batch_size=6, epochs=1))
+    assert {k: v.tolist() for k, v in back.items()} == {k: v.tolist() for k, v in batch.items()}
     # A reader schema a file does not resolve against: that file, that field.
     bad = json.loads(json.dumps(reader))
     bad["fields"][0]["type"] = "string"

@@ -68,6 +68,7 @@ pub struct ConvertTarget {
     batch_size: usize,
     storage: Storage,
     source_format: Option<Arc<dyn Format>>,
+    reader_schema: Option<serde_json::Value>,
     shard: Shard,
     force: bool,
     progress: Option<ProgressFn>,
@@ -115,6 +116,7 @@ impl ConvertTarget {
             batch_size: 1024,
             storage: Storage::new(),
             source_format: None,
+            reader_schema: None,
             shard: Shard::WHOLE,
             force: false,
             progress: None,
@@ -210,6 +212,16 @@ impl ConvertTarget {
     #[must_use]
     pub fn with_source_format(mut self, format: Arc<dyn Format>) -> Self {
         self.source_format = Some(format);
+        self
+    }
+
+    /// Avro sources: read them through this reader schema (its JSON;
+    /// schema evolution), replacing the spec's `reader_schema`; without a
+    /// spec, the spec is inferred from it. The outputs are written in
+    /// their own form, without it. Other source formats refuse it.
+    #[must_use]
+    pub fn with_reader_schema(mut self, schema: serde_json::Value) -> Self {
+        self.reader_schema = Some(schema);
         self
     }
 
@@ -441,14 +453,25 @@ pub fn convert<P: Into<PathBuf>>(
             source: Box::new(e),
         })?;
     let mut notes = Vec::new();
-    let inferred;
-    let spec = match spec {
-        Some(spec) => spec,
-        None => {
-            let i = infer_inputs(&source_format, &inputs, &InferOptions::default())?;
+    let owned;
+    let spec = match (spec, &target.reader_schema) {
+        (Some(spec), None) => spec,
+        (Some(spec), Some(reader)) => {
+            owned = SpecFile {
+                reader_schema: Some(reader.clone()),
+                ..spec.clone()
+            };
+            &owned
+        }
+        (None, reader) => {
+            let mut options = InferOptions::default();
+            if let Some(reader) = reader {
+                options = options.with_reader_schema(reader.clone());
+            }
+            let i = infer_inputs(&source_format, &inputs, &options)?;
             notes = i.notes;
-            inferred = i.spec;
-            &inferred
+            owned = i.spec;
+            &owned
         }
     };
     // Everything the target refuses, it refuses here, before any output.

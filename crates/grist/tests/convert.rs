@@ -499,3 +499,49 @@ fn converts_to_an_object_store() {
         assert!(storage.stat(&address).unwrap().is_none(), "{id}");
     }
 }
+
+/// `ConvertTarget::with_reader_schema`: three schema versions converted
+/// without a spec, the spec inferred from the reader schema; the outputs
+/// hold what apache-avro reads through it, and carry no reader schema.
+#[test]
+fn a_reader_schema_converts_the_versions_without_a_spec() {
+    use grist_testkit::evolution::{READER_SCHEMA, RECORDS, reference_records, write_dataset};
+    let tmp = tempfile::tempdir().unwrap();
+    let files = write_dataset(tmp.path());
+    let out = tmp.path().join("out");
+    let reader: serde_json::Value = serde_json::from_str(READER_SCHEMA).unwrap();
+    let target = ConvertTarget::new(format("avro"), out.to_string_lossy())
+        .with_reader_schema(reader.clone());
+    let report = grist::convert(&files, None, &target).unwrap();
+    assert_eq!(report.records, 3 * RECORDS as u64);
+    assert!(report.spec.reader_schema.is_none());
+    let names: Vec<&str> = report.spec.features.iter().map(FeatureSpec::name).collect();
+    let fields: Vec<&str> = reader["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, fields);
+    let storage = Storage::new();
+    let back = load(
+        &storage,
+        &[out.to_string_lossy().into_owned()],
+        &report.spec,
+    );
+    let ids: Vec<i64> = back
+        .iter()
+        .flat_map(|b| b.dense::<i64>("id").unwrap().values.to_vec())
+        .collect();
+    let want: Vec<i64> = files
+        .iter()
+        .flat_map(|f| reference_records(f))
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, want);
+    // Without it, the writer schemas disagree and fewer features are
+    // inferred.
+    let plain = ConvertTarget::new(format("avro"), tmp.path().join("plain").to_string_lossy());
+    let report = grist::convert(&files, None, &plain).unwrap();
+    assert!(report.spec.features.len() < fields.len());
+}

@@ -46,6 +46,7 @@ pub(crate) struct ConvertArgs {
     lossy: bool,
     force: bool,
     verify: bool,
+    reader_schema: Option<String>,
 }
 
 /// Converts `inputs` into `output` (a folder or URL) in the format `to`;
@@ -92,6 +93,9 @@ pub(crate) fn convert(
         }
         if let Some((index, count)) = args.shard {
             target = target.with_shard(index, count);
+        }
+        if let Some(schema) = common::reader_schema(args.reader_schema.as_deref())? {
+            target = target.with_reader_schema(schema);
         }
         let report = grist::convert(&inputs, spec.as_ref(), &target)?;
         if args.verify {
