@@ -17,6 +17,9 @@
 # readers alternate round by round over the same files, so that machine
 # noise hits all alike; the summary prints medians and ratios.
 #
+# The -mmap rows are grist's Loader(mmap=True) (opt-in: the files are
+# memory-mapped, not read).
+#
 # Two modes: per epoch (a new loader / dataset iterator each pass over the
 # 50k-record files, as a training loop's `for epoch in ...` does: each
 # pass pays the reader's start-up) and steady (`-steady` rows: one
@@ -76,6 +79,13 @@ for r in $(seq "$ROUNDS"); do
     --min-seconds "$SECS" --warmup-steps 10 --steady --json "$TFR" 2>/dev/null | j tfdata-steady
   "$PYG" "$HERE/python_bench.py" --reader grist --spec "$DATA/prod19.spec.json" --threads 2 \
     --min-seconds "$SECS" --warmup-steps 10 --steady --json "$TFR" | j py-tfrecord-steady
+  # Loader(mmap=True): the files mapped instead of read (opt-in).
+  "$PYG" "$HERE/python_bench.py" --reader grist --spec "$DATA/prod19.spec.json" --threads 2 \
+    --min-seconds "$SECS" --warmup-steps 10 --mmap --json "$TFR" | j py-tfrecord-mmap
+  "$PYG" "$HERE/python_bench.py" --reader grist --spec "$DATA/prod19.spec.json" --threads 2 \
+    --min-seconds "$SECS" --warmup-steps 10 --steady --mmap --json "$TFR" | j py-tfrecord-mmap-steady
+  "$PYG" "$HERE/python_bench.py" --reader grist --spec "$DATA/prod19.atds.json" --threads 2 \
+    --min-seconds "$SECS" --warmup-steps 10 --mmap --json "$AVRO" | j py-avro-mmap
   "$PYG" "$HERE/python_bench.py" --reader grist-ray --spec "$DATA/prod19.spec.json" --threads 2 --min-seconds "$SECS" \
     --json "$RAYTFR" 2>/dev/null | j grist-ray
   "$RAYPY" "$HERE/python_bench.py" --reader ray-tfrecords --json "$RAYTFR" 2>/dev/null | j ray-tfrecords
@@ -113,6 +123,10 @@ print(f"  grist (Python, TFRecord) / tf.data:         {ratio('py-tfrecord-steady
 print(f"  grist (Python) / grist bench, Avro:         {ratio('py-avro-steady', 'cli-avro')} (per CPU-s {ratio('py-avro-steady', 'cli-avro', mc)})   goal >= 0.90")
 print(f"  grist (Python) / grist bench, TFRecord:     {ratio('py-tfrecord-steady', 'cli-tfrecord')} (per CPU-s {ratio('py-tfrecord-steady', 'cli-tfrecord', mc)})   goal >= 0.90")
 print(f"grist.torch / grist bench, TFRecord:          {ratio('torch-tfrecord', 'cli-tfrecord')}")
+print("Loader(mmap=True), opt-in (files nothing modifies while read):")
+print(f"  grist (Python, TFRecord, mmap) / tf.data:   {ratio('py-tfrecord-mmap', 'tfdata')} (per CPU-s {ratio('py-tfrecord-mmap', 'tfdata', mc)}); "
+      f"steady {ratio('py-tfrecord-mmap-steady', 'tfdata-steady')} (per CPU-s {ratio('py-tfrecord-mmap-steady', 'tfdata-steady', mc)})   goal >= 5x")
+print(f"  grist (Python, Avro, mmap) / ATDS:          {ratio('py-avro-mmap', 'atds')} (per CPU-s {ratio('py-avro-mmap', 'atds', mc)})")
 print(f"grist.ray / Ray read_tfrecords:               {ratio('grist-ray', 'ray-tfrecords')}   goal >= 5x")
 print(f"runs: {sys.argv[1]} (Ray file: {sys.argv[2]})")
 PY
