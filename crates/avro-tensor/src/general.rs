@@ -1660,7 +1660,23 @@ impl<'a> Run<'_, 'a> {
     }
 
     /// Closes the dimensions counted by `c` at `n` selected elements.
+    #[inline(always)]
     fn end_selected(&mut self, c: &Child, n: usize) -> Hot<()> {
+        // The frequent case (an array of one varlen feature) in line.
+        if let [(f, Close::Widen(level))] = c.closes[..] {
+            if let ColumnBuilder::Sparse(s) = &mut self.cols[f].builder {
+                if let Some(s) = s.shape.get_mut(level) {
+                    *s = (*s).max(n as i64);
+                }
+            }
+            return Ok(());
+        }
+        self.end_all(c, n)
+    }
+
+    /// [`end_selected`](Self::end_selected) for any closes.
+    #[inline(never)]
+    fn end_all(&mut self, c: &Child, n: usize) -> Hot<()> {
         for &(f, close) in &c.closes {
             match (close, &mut self.cols[f].builder) {
                 (Close::Check { level, size }, _) if size != n => {
@@ -1807,9 +1823,22 @@ impl<'a> Run<'_, 'a> {
                     read_leaves(r, self.schema, leaf, count, &mut g.values)?
                 }
                 ColumnBuilder::Sparse(s) => {
-                    read_leaves(r, self.schema, leaf, count, &mut s.values)?;
                     let idx = &mut self.st.idx[f];
-                    push_tuples(&mut s.indices, self.row, idx, level, n, count);
+                    match (leaf, &mut s.values, level, idx.len()) {
+                        // A few longs (`items[*]` of a record in an
+                        // array): one by one, each with its tuple, as the
+                        // bulk path's set-up costs more than it saves.
+                        (Leaf::Long, Values::Int64(v), Some(l @ 0), 1) if count <= SMALL => {
+                            small_longs::<2>(r, count, v, &mut s.indices, self.row, idx, l, n)?
+                        }
+                        (Leaf::Long, Values::Int64(v), Some(l @ 0..2), 2) if count <= SMALL => {
+                            small_longs::<3>(r, count, v, &mut s.indices, self.row, idx, l, n)?
+                        }
+                        _ => {
+                            read_leaves(r, self.schema, leaf, count, &mut s.values)?;
+                            push_tuples(&mut s.indices, self.row, idx, level, n, count);
+                        }
+                    }
                 }
             }
             self.st.count[f] += count;
@@ -2037,6 +2066,38 @@ fn push_tuples(
             }
         }
     }
+}
+
+/// Arrays up to this long are read value by value by [`Run::leaves`].
+const SMALL: usize = 8;
+
+/// Reads `count` longs into a varlen column of tuples of `W` numbers (the
+/// row, then `idx` with entry `level` counting from `first`), value by
+/// value; `idx[level]` is left at the last count, as [`push_tuples`] does.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn small_longs<const W: usize>(
+    r: &mut Reader<'_>,
+    count: usize,
+    values: &mut Vec<i64>,
+    indices: &mut Vec<i64>,
+    row: i64,
+    idx: &mut [i64],
+    level: usize,
+    first: usize,
+) -> std::result::Result<(), DatumError> {
+    let mut t = [row; W];
+    t[1..].copy_from_slice(idx);
+    for k in 0..count {
+        let x = r.long()?;
+        values.push(x);
+        t[1 + level] = (first + k) as i64;
+        indices.extend_from_slice(&t);
+    }
+    if count > 0 {
+        idx[level] = t[1 + level];
+    }
+    Ok(())
 }
 
 /// [`push_tuples`] for tuples of `W` numbers: each appended as one
