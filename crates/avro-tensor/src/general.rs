@@ -1571,6 +1571,11 @@ impl<'a> Run<'_, 'a> {
     fn step(&mut self, r: &mut Reader<'a>, prog: &'a Prog, depth: usize) -> Hot<()> {
         match prog {
             Prog::One { leaf, emit } => self.emit(r, *leaf, *emit),
+            Prog::Leaves {
+                leaf: Leaf::Long,
+                feat,
+                child,
+            } => self.longs(r, *feat, child),
             Prog::Leaves { leaf, feat, child } => self.leaves(r, *leaf, *feat, child),
             Prog::Take(n) => {
                 r.take(*n)?;
@@ -1804,11 +1809,77 @@ impl<'a> Run<'_, 'a> {
         res
     }
 
+    /// `arr[*]` over an array of longs, for one feature: when the array
+    /// is one block of a few longs into a varlen of rank 1 or 2 (`items[*]`
+    /// of records in an array), read in line, else by
+    /// [`leaves`](Self::leaves).
+    #[inline(always)]
+    fn longs(&mut self, r: &mut Reader<'a>, f: usize, c: &Child) -> Hot<()> {
+        if let (Some(&b), Some(&(_, level))) = (r.buf.get(r.pos), c.dims.first()) {
+            // As `block_count`'s fast path: a one-byte count that fits.
+            let count = (b >> 1) as usize;
+            if b & 0x81 == 0 && count <= SMALL && count < r.remaining() {
+                if let ColumnBuilder::Sparse(s) = &mut self.cols[f].builder {
+                    let idx = &mut self.st.idx[f];
+                    if let (Values::Int64(v), 1..=2) = (&mut s.values, idx.len()) {
+                        if level < idx.len() {
+                            r.pos += 1;
+                            if count > 0 {
+                                match idx.len() {
+                                    1 => small_longs::<2>(
+                                        r,
+                                        count,
+                                        v,
+                                        &mut s.indices,
+                                        self.row,
+                                        idx,
+                                        level,
+                                        0,
+                                    )?,
+                                    _ => small_longs::<3>(
+                                        r,
+                                        count,
+                                        v,
+                                        &mut s.indices,
+                                        self.row,
+                                        idx,
+                                        level,
+                                        0,
+                                    )?,
+                                }
+                                self.st.count[f] += count;
+                                // The end of the array (a zero count), or more blocks.
+                                if r.buf.get(r.pos) != Some(&0) {
+                                    return self.leaves_from(r, Leaf::Long, f, c, count);
+                                }
+                                r.pos += 1;
+                            }
+                            return self.end_selected(c, count);
+                        }
+                    }
+                }
+            }
+        }
+        self.leaves(r, Leaf::Long, f, c)
+    }
+
     /// `arr[*]` over an array of leaves, for one feature: values read in
     /// bulk where the encoding allows (floats and doubles are copied).
     fn leaves(&mut self, r: &mut Reader<'a>, leaf: Leaf, f: usize, c: &Child) -> Hot<()> {
+        self.leaves_from(r, leaf, f, c, 0)
+    }
+
+    /// [`leaves`](Self::leaves) after `n` values of the array were read.
+    #[inline(never)]
+    fn leaves_from(
+        &mut self,
+        r: &mut Reader<'a>,
+        leaf: Leaf,
+        f: usize,
+        c: &Child,
+        mut n: usize,
+    ) -> Hot<()> {
         let level = c.dims.first().map(|d| d.1);
-        let mut n = 0usize;
         loop {
             let count = r.block_count(leaf_size(leaf))?;
             if count == 0 {
