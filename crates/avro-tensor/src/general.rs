@@ -1510,7 +1510,7 @@ impl<'a> Run<'_, 'a> {
             Prog::Record(fields) => self.fields(r, fields, depth)?,
             Prog::Union { branches, nulls } => {
                 let at = r.pos;
-                let b = r.long()?;
+                let b = r.long_word()?;
                 let p = usize::try_from(b)
                     .ok()
                     .and_then(|b| branches.get(b))
@@ -1605,7 +1605,7 @@ impl<'a> Run<'_, 'a> {
             (Put::Index(k), _) => {
                 let v = match leaf {
                     Leaf::Int => r.int()? as i64,
-                    _ => r.long()?,
+                    _ => r.long_word()?,
                 };
                 self.st.sparse_idx[f][k].push(v);
                 return Ok(());
@@ -1629,7 +1629,10 @@ impl<'a> Run<'_, 'a> {
             (_, ColumnBuilder::Ragged(g)) => &mut g.values,
             (_, ColumnBuilder::Sparse(s)) => &mut s.values,
         };
-        read_leaf(r, self.schema, leaf, vals)?;
+        match (leaf, vals) {
+            (Leaf::Long, Values::Int64(v)) => v.push(r.long_word()?),
+            (leaf, vals) => read_leaf(r, self.schema, leaf, vals)?,
+        }
         self.st.count[f] += 1;
         Ok(())
     }
@@ -1955,11 +1958,11 @@ impl<'a> Run<'_, 'a> {
         let mut n = 0u64;
         loop {
             let at = r.pos;
-            let count = r.long()?;
+            let count = r.long_word()?;
             if count == 0 {
                 break;
             }
-            if count < 0 && r.long()? < 0 {
+            if count < 0 && r.long_word()? < 0 {
                 return Err(r.err("negative map block size").into());
             }
             // Each entry takes at least its key's length byte.
@@ -2091,7 +2094,7 @@ impl<'a> Run<'_, 'a> {
 #[inline(always)]
 fn skip_union(r: &mut Reader<'_>, sizes: &[usize]) -> std::result::Result<(), DatumError> {
     let at = r.pos;
-    let b = r.long()?;
+    let b = r.long_word()?;
     let n = usize::try_from(b)
         .ok()
         .and_then(|b| sizes.get(b))
@@ -2160,7 +2163,7 @@ fn small_longs<const W: usize>(
     let mut t = [row; W];
     t[1..].copy_from_slice(idx);
     for k in 0..count {
-        let x = r.long()?;
+        let x = r.long_word()?;
         values.push(x);
         t[1 + level] = (first + k) as i64;
         indices.extend_from_slice(&t);
@@ -2275,7 +2278,7 @@ fn eval<'a>(
         match schema.node(node) {
             Node::Union(branches) => {
                 let at = r.pos;
-                let b = r.long()?;
+                let b = r.long_word()?;
                 node = *usize::try_from(b)
                     .ok()
                     .and_then(|b| branches.get(b))
@@ -2308,7 +2311,7 @@ fn eval<'a>(
                     (v, _) => v,
                 });
             }
-            Node::Int | Node::Long => return Ok(Some(Val::Int(r.long()?))),
+            Node::Int | Node::Long => return Ok(Some(Val::Int(r.long_word()?))),
             Node::Float => return Ok(Some(Val::Float(r.float()? as f64))),
             Node::Double => return Ok(Some(Val::Float(r.double()?))),
             Node::Boolean => return Ok(Some(Val::Bool(r.boolean()?))),
@@ -2316,7 +2319,7 @@ fn eval<'a>(
             Node::Fixed(n) => return Ok(Some(Val::Bytes(r.take(*n)?))),
             Node::Enum { symbols } => {
                 let at = r.pos;
-                let s = usize::try_from(r.long()?)
+                let s = usize::try_from(r.long_word()?)
                     .ok()
                     .and_then(|i| symbols.get(i))
                     .ok_or(DatumError {
@@ -2327,7 +2330,7 @@ fn eval<'a>(
             }
             Node::EnumMap { symbols } => {
                 let at = r.pos;
-                let s = usize::try_from(r.long()?)
+                let s = usize::try_from(r.long_word()?)
                     .ok()
                     .and_then(|i| symbols.get(i))
                     .ok_or(DatumError {
