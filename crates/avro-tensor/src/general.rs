@@ -152,6 +152,9 @@ struct Child {
 struct Direct {
     /// The `[*]` child, whose dimensions count every element.
     star: Option<usize>,
+    /// One past the largest selected index: later elements need no
+    /// look-up in `at`.
+    until: u64,
     /// Per selected index, the program of that element (the index's
     /// paths and the star's, together).
     at: Vec<(u64, Prog)>,
@@ -914,7 +917,15 @@ impl Compiler<'_> {
                         item: inner,
                         min: schema.min_size[inner].max(1),
                         children,
-                        direct: direct.then_some(Direct { star, at }),
+                        direct: direct.then_some(Direct {
+                            star,
+                            until: at
+                                .iter()
+                                .map(|&(i, _)| i.saturating_add(1))
+                                .max()
+                                .unwrap_or(0),
+                            at,
+                        }),
                     }
                 }
             }
@@ -1790,6 +1801,20 @@ impl<'a> Run<'_, 'a> {
                 break;
             }
             for _ in 0..count {
+                if n >= d.until {
+                    // Past every index: the star's program, or a skip.
+                    match star {
+                        Some((k, c)) => {
+                            let sel = self.st.sel[base + k];
+                            self.begin_selected(c, sel);
+                            self.step(r, &c.prog, depth + 1)?;
+                            self.st.sel[base + k] += 1;
+                        }
+                        None => r.skip(self.schema, item, depth + 1)?,
+                    }
+                    n += 1;
+                    continue;
+                }
                 let prog = match d.at.iter().find(|(i, _)| *i == n) {
                     Some((_, p)) => Some(p),
                     None => star.map(|(_, c)| &c.prog),
