@@ -1642,6 +1642,7 @@ impl<'a> Run<'_, 'a> {
         };
         match (leaf, vals) {
             (Leaf::Long, Values::Int64(v)) => v.push(r.long_word()?),
+            (Leaf::Enum(node), vals) => enum_leaf(r, self.schema, node, vals)?,
             (leaf, vals) => read_leaf(r, self.schema, leaf, vals)?,
         }
         self.st.count[f] += 1;
@@ -2165,6 +2166,27 @@ fn push_tuples(
             }
         }
     }
+}
+
+/// An enum leaf as a string: a symbol of a writer's enum read in line;
+/// a reader's enum, or an index out of range, by [`read_leaf`].
+#[inline(always)]
+fn enum_leaf(
+    r: &mut Reader<'_>,
+    schema: &Schema,
+    node: usize,
+    vals: &mut Values,
+) -> std::result::Result<(), DatumError> {
+    if let (Node::Enum { symbols }, Values::String(v)) = (schema.node(node), &mut *vals) {
+        let at = r.pos;
+        let i = r.long_word()?;
+        if let Some(s) = usize::try_from(i).ok().and_then(|i| symbols.get(i)) {
+            v.push(s.as_bytes());
+            return Ok(());
+        }
+        r.pos = at;
+    }
+    read_leaf(r, schema, Leaf::Enum(node), vals)
 }
 
 /// Arrays up to this long are read value by value by [`Run::leaves`].
