@@ -1598,6 +1598,22 @@ impl<'a> Run<'_, 'a> {
         }
     }
 
+    /// [`step`](Self::step) for an element of an array: a record's fields
+    /// read here, without a call per element (as in
+    /// [`fields`](Self::fields), at the same depths).
+    #[inline(always)]
+    fn element(&mut self, r: &mut Reader<'a>, prog: &'a Prog, depth: usize) -> Hot<()> {
+        match prog {
+            Prog::Record(fields) => {
+                for f in fields {
+                    self.step(r, f, depth + 1)?;
+                }
+                Ok(())
+            }
+            p => self.step(r, p, depth),
+        }
+    }
+
     /// A record's fields, in writer order (apart from [`value`](Self::value),
     /// as records in arrays are frequent and small). Out of line: the
     /// recursion through [`step`](Self::step) stops here.
@@ -1747,7 +1763,7 @@ impl<'a> Run<'_, 'a> {
                     let c = &children[0];
                     let sel = self.st.sel[base];
                     self.begin_selected(c, sel);
-                    self.step(r, &c.prog, depth + 1)?;
+                    self.element(r, &c.prog, depth + 1)?;
                     self.st.sel[base] += 1;
                 } else {
                     let start = *r;
@@ -1808,7 +1824,7 @@ impl<'a> Run<'_, 'a> {
                         Some((k, c)) => {
                             let sel = self.st.sel[base + k];
                             self.begin_selected(c, sel);
-                            self.step(r, &c.prog, depth + 1)?;
+                            self.element(r, &c.prog, depth + 1)?;
                             self.st.sel[base + k] += 1;
                         }
                         None => r.skip(self.schema, item, depth + 1)?,
