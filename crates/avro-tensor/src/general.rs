@@ -240,6 +240,8 @@ pub(crate) struct GeneralPlan {
     finish: Vec<usize>,
     /// The number of index lists of each sparse feature.
     index_lists: Vec<usize>,
+    /// Compiled skips, by node, of the nodes the plan skips by schema.
+    skips: Vec<Option<Skip>>,
 }
 
 /// A feature's path still to resolve.
@@ -1252,6 +1254,15 @@ impl GeneralPlan {
         let finish = (0..outs.len())
             .filter(|&f| !matches!(outs[f], Out::Varlen { .. }))
             .collect();
+        let mut skipped = Vec::new();
+        skipped_nodes(&root, &mut skipped);
+        let mut skips = vec![None; schema.nodes.len()];
+        for n in skipped {
+            if let Some(slot @ None) = skips.get_mut(n) {
+                let (how, height) = skipper(&schema, n, SKIP_LEVELS);
+                *slot = Some(Skip { how, height });
+            }
+        }
         Ok(GeneralPlan {
             schema,
             root,
@@ -1259,6 +1270,7 @@ impl GeneralPlan {
             outs,
             finish,
             index_lists,
+            skips,
         })
     }
 }
@@ -1504,7 +1516,7 @@ impl<'a> Run<'_, 'a> {
     /// `MAX_DEPTH` (deeper paths are refused), so it needs no check here.
     fn value(&mut self, r: &mut Reader<'a>, prog: &'a Prog, depth: usize) -> Hot<()> {
         match prog {
-            Prog::Skip(n) => r.skip(self.schema, *n, depth)?,
+            Prog::Skip(n) => skip_value(r, self.schema, &self.plan.skips, *n, depth)?,
             Prog::Take(n) => {
                 r.take(*n)?;
             }
@@ -1787,7 +1799,7 @@ impl<'a> Run<'_, 'a> {
                     }
                     match end {
                         Some(e) => r.pos = e,
-                        None => r.skip(self.schema, item, depth + 1)?,
+                        None => skip_value(r, self.schema, &self.plan.skips, item, depth + 1)?,
                     }
                 }
                 n += 1;
@@ -1827,7 +1839,7 @@ impl<'a> Run<'_, 'a> {
                             self.element(r, &c.prog, depth + 1)?;
                             self.st.sel[base + k] += 1;
                         }
-                        None => r.skip(self.schema, item, depth + 1)?,
+                        None => skip_value(r, self.schema, &self.plan.skips, item, depth + 1)?,
                     }
                     n += 1;
                     continue;
@@ -1844,7 +1856,7 @@ impl<'a> Run<'_, 'a> {
                         self.st.sel[base + k] += 1;
                     }
                     (Some(p), None) => self.step(r, p, depth + 1)?,
-                    (None, _) => r.skip(self.schema, item, depth + 1)?,
+                    (None, _) => skip_value(r, self.schema, &self.plan.skips, item, depth + 1)?,
                 }
                 n += 1;
             }
@@ -2146,6 +2158,236 @@ fn skip_union(r: &mut Reader<'_>, sizes: &[usize]) -> std::result::Result<(), Da
         })?;
     r.take(*n)?;
     Ok(())
+}
+
+/// What [`Reader::skip`] does for a schema node, decided once per plan
+/// (no look-up and match of the node per value skipped).
+#[derive(Clone, Debug)]
+enum Skipper {
+    /// int, long, enum: a varint (its range unchecked, as a skip).
+    Varint,
+    Boolean,
+    /// null, float, double, fixed, a reader-only field: `n` bytes.
+    Take(usize),
+    Bytes,
+    Record(Vec<Skipper>),
+    Union(Vec<Skipper>),
+    Array {
+        item: Box<Skipper>,
+        /// The item node's fewest bytes.
+        min: usize,
+        /// The bytes of each item of a float, double or fixed array
+        /// (skipped a block at a time).
+        size: Option<usize>,
+    },
+    /// Maps, and values nested past the compiled levels: by schema, at
+    /// their depth.
+    Node(usize),
+}
+
+/// A compiled skip of one node: `height` is the deepest level it reads
+/// below the node (its `Node` parts check their own depth).
+#[derive(Clone, Debug)]
+struct Skip {
+    how: Skipper,
+    height: usize,
+}
+
+/// How many levels of a skipped value are compiled.
+const SKIP_LEVELS: usize = 8;
+
+/// The skipper of `node` and its height, `levels` compiled below it.
+fn skipper(schema: &Schema, node: usize, levels: usize) -> (Skipper, usize) {
+    match schema.node(node) {
+        Node::Null | Node::Default { .. } => (Skipper::Take(0), 0),
+        Node::Boolean => (Skipper::Boolean, 0),
+        Node::Int | Node::Long | Node::Enum { .. } | Node::EnumMap { .. } => (Skipper::Varint, 0),
+        Node::Float => (Skipper::Take(4), 0),
+        Node::Double => (Skipper::Take(8), 0),
+        Node::Fixed(n) => (Skipper::Take(*n), 0),
+        Node::Bytes | Node::String => (Skipper::Bytes, 0),
+        // Skipped at the same depth.
+        &(Node::Skip(n) | Node::Promote { wire: n, .. } | Node::Unreadable { wire: n, .. }) => {
+            skipper(schema, n, levels)
+        }
+        _ if levels == 0 => (Skipper::Node(node), 0),
+        Node::Record { fields, .. } => {
+            let mut height = 0;
+            let fields = fields
+                .iter()
+                .map(|&(_, f)| {
+                    let (s, h) = skipper(schema, f, levels - 1);
+                    height = height.max(h + 1);
+                    s
+                })
+                .collect();
+            (Skipper::Record(fields), height)
+        }
+        Node::Union(branches) => {
+            let mut height = 0;
+            let branches = branches
+                .iter()
+                .map(|&b| {
+                    let (s, h) = skipper(schema, b, levels - 1);
+                    height = height.max(h + 1);
+                    s
+                })
+                .collect();
+            (Skipper::Union(branches), height)
+        }
+        &Node::Array(items) => {
+            let (item, h) = skipper(schema, items, levels - 1);
+            let size = match schema.node(items) {
+                Node::Float => Some(4),
+                Node::Double => Some(8),
+                Node::Fixed(n) => Some(*n),
+                _ => None,
+            };
+            let how = Skipper::Array {
+                item: Box::new(item),
+                min: schema.min_size[items],
+                size,
+            };
+            (how, h + 1)
+        }
+        Node::Map(_) => (Skipper::Node(node), 0),
+    }
+}
+
+/// Skips a value of `node` at `depth` as [`Reader::skip`] does (the same
+/// bytes, the same errors), by its compiled skip where it has one.
+#[inline(never)]
+fn skip_value(
+    r: &mut Reader<'_>,
+    schema: &Schema,
+    skips: &[Option<Skip>],
+    node: usize,
+    depth: usize,
+) -> std::result::Result<(), DatumError> {
+    match skips.get(node) {
+        // Nothing below can nest too deeply: no check per level.
+        Some(Some(s)) if depth + s.height <= MAX_DEPTH => skip_by(r, schema, &s.how, depth),
+        _ => r.skip(schema, node, depth),
+    }
+}
+
+/// Runs a skipper over the value at `r` (of depth `depth`).
+fn skip_by(
+    r: &mut Reader<'_>,
+    schema: &Schema,
+    s: &Skipper,
+    depth: usize,
+) -> std::result::Result<(), DatumError> {
+    match s {
+        Skipper::Varint => {
+            r.long_word()?;
+        }
+        Skipper::Boolean => {
+            r.boolean()?;
+        }
+        Skipper::Take(n) => {
+            r.take(*n)?;
+        }
+        Skipper::Bytes => {
+            r.bytes()?;
+        }
+        Skipper::Node(n) => r.skip(schema, *n, depth)?,
+        Skipper::Record(fields) => {
+            for f in fields {
+                // Leaves in line.
+                match f {
+                    Skipper::Varint => {
+                        r.long_word()?;
+                    }
+                    Skipper::Take(n) => {
+                        r.take(*n)?;
+                    }
+                    f => skip_by(r, schema, f, depth + 1)?,
+                }
+            }
+        }
+        Skipper::Union(branches) => {
+            let at = r.pos;
+            let b = r.long_word()?;
+            let b = usize::try_from(b)
+                .ok()
+                .and_then(|b| branches.get(b))
+                .ok_or(DatumError {
+                    reason: "union branch index out of range",
+                    offset: at,
+                })?;
+            match b {
+                Skipper::Take(n) => {
+                    r.take(*n)?;
+                }
+                b => skip_by(r, schema, b, depth + 1)?,
+            }
+        }
+        // As `Reader::skip_blocks`.
+        Skipper::Array { item, min, size } => loop {
+            let at = r.pos;
+            let count = r.long()?;
+            if count == 0 {
+                return Ok(());
+            }
+            if count < 0 && r.long()? < 0 {
+                return Err(r.err("negative array block size"));
+            }
+            let count = count.unsigned_abs();
+            match *min {
+                0 => continue,
+                n if count > (r.remaining() / n) as u64 => {
+                    return Err(DatumError {
+                        reason: "array block claims more items than the block holds",
+                        offset: at,
+                    });
+                }
+                _ => {}
+            }
+            match (size, &**item) {
+                (Some(n), _) => {
+                    r.take(count as usize * n)?;
+                }
+                (None, Skipper::Varint) => {
+                    for _ in 0..count {
+                        r.long_word()?;
+                    }
+                }
+                (None, item) => {
+                    for _ in 0..count {
+                        skip_by(r, schema, item, depth + 1)?;
+                    }
+                }
+            }
+        },
+    }
+    Ok(())
+}
+
+/// The nodes a plan skips by schema: those of `Skip` programs and the
+/// items of arrays (elements no selector takes).
+fn skipped_nodes(p: &Prog, out: &mut Vec<usize>) {
+    match p {
+        Prog::Skip(n) => out.push(*n),
+        Prog::Default { prog, .. } => skipped_nodes(prog, out),
+        Prog::Record(fields) => fields.iter().for_each(|f| skipped_nodes(f, out)),
+        Prog::Union { branches, .. } => branches.iter().for_each(|b| skipped_nodes(b, out)),
+        Prog::Array {
+            item,
+            children,
+            direct,
+            ..
+        } => {
+            out.push(*item);
+            children.iter().for_each(|c| skipped_nodes(&c.prog, out));
+            for (_, p) in direct.iter().flat_map(|d| &d.at) {
+                skipped_nodes(p, out);
+            }
+        }
+        Prog::Map { children, .. } => children.iter().for_each(|c| skipped_nodes(&c.prog, out)),
+        Prog::Leaves { child, .. } => skipped_nodes(&child.prog, out),
+        _ => {}
+    }
 }
 
 /// Appends one index tuple (the row, then `idx`): value by value, as the
@@ -2624,5 +2866,71 @@ impl Plans {
             rows,
             out,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Compiled skips read the same bytes and fail with the same errors
+    /// as `Reader::skip`, on any bytes, at any depth.
+    #[test]
+    fn compiled_skips_agree_with_reader_skip() {
+        let schemas = [
+            r#"{"type": "record", "name": "E", "fields": [
+                {"name": "ts", "type": "long"},
+                {"name": "kind", "type": {"type": "enum", "name": "K", "symbols": ["A", "B"]}},
+                {"name": "price", "type": ["null", "double"]},
+                {"name": "items", "type": {"type": "array", "items": "long"}},
+                {"name": "ok", "type": "boolean"},
+                {"name": "tag", "type": "string"},
+                {"name": "f", "type": {"type": "fixed", "name": "F", "size": 3}},
+                {"name": "m", "type": {"type": "map", "values": "int"}}]}"#,
+            r#"{"type": "array", "items": {"type": "array", "items": "float"}}"#,
+            r#"{"type": "array", "items": ["null", {"type": "array", "items": "string"}]}"#,
+            r#"{"type": "array", "items": {"type": "record", "name": "N", "fields": []}}"#,
+            r#"{"type": "record", "name": "L", "fields": [
+                {"name": "v", "type": "int"},
+                {"name": "next", "type": ["null", "L"]}]}"#,
+        ];
+        // Bytes from a fixed LCG, biased to small varints and ends.
+        let mut seed = 7u64;
+        let mut bufs: Vec<Vec<u8>> = Vec::new();
+        for len in 0..48 {
+            for _ in 0..40 {
+                let buf = (0..len)
+                    .map(|_| {
+                        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+                        let b = (seed >> 33) as u8;
+                        match b % 4 {
+                            0 => b & 0x07,
+                            1 => 0x02,
+                            _ => b,
+                        }
+                    })
+                    .collect();
+                bufs.push(buf);
+            }
+        }
+        for json in schemas {
+            let schema = Schema::parse(json).unwrap();
+            let skips: Vec<Option<Skip>> = (0..schema.nodes.len())
+                .map(|n| {
+                    let (how, height) = skipper(&schema, n, SKIP_LEVELS);
+                    Some(Skip { how, height })
+                })
+                .collect();
+            for buf in &bufs {
+                for depth in [0, 3, MAX_DEPTH - 2, MAX_DEPTH - 1, MAX_DEPTH] {
+                    let mut a = Reader::new(buf);
+                    let mut b = a;
+                    let got = skip_value(&mut a, &schema, &skips, schema.root, depth);
+                    let want = b.skip(&schema, schema.root, depth);
+                    assert_eq!(got, want, "{json} {buf:x?} at depth {depth}");
+                    assert_eq!(a.pos, b.pos, "{json} {buf:x?} at depth {depth}");
+                }
+            }
+        }
     }
 }
