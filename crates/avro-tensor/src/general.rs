@@ -1654,25 +1654,23 @@ impl<'a> Run<'_, 'a> {
                 None => return Ok(()),
             },
             (Put::Tuple, ColumnBuilder::Sparse(s)) => {
-                let idx = &self.st.idx[f];
-                match idx.as_slice() {
+                leaf_value(r, self.schema, leaf, &mut s.values)?;
+                match self.st.idx[f].as_slice() {
                     // One copy of a fixed size, not one push per number.
                     &[i] => s.indices.extend_from_slice(&[self.row, i]),
                     &[i, j] => s.indices.extend_from_slice(&[self.row, i, j]),
                     idx => push_tuple(&mut s.indices, self.row, idx),
                 }
-                &mut s.values
+                // Varlen features count no values: nothing completes
+                // their rows.
+                return Ok(());
             }
             (_, ColumnBuilder::Dense(d)) => &mut d.values,
             (_, ColumnBuilder::Padded(p)) => &mut p.values,
             (_, ColumnBuilder::Ragged(g)) => &mut g.values,
             (_, ColumnBuilder::Sparse(s)) => &mut s.values,
         };
-        match (leaf, vals) {
-            (Leaf::Long, Values::Int64(v)) => v.push(r.long_word()?),
-            (Leaf::Enum(node), vals) => enum_leaf(r, self.schema, node, vals)?,
-            (leaf, vals) => read_leaf(r, self.schema, leaf, vals)?,
-        }
+        leaf_value(r, self.schema, leaf, vals)?;
         self.st.count[f] += 1;
         Ok(())
     }
@@ -2424,6 +2422,23 @@ fn push_tuples(
             }
         }
     }
+}
+
+/// Reads one leaf value into `out`: [`read_leaf`], with longs and enum
+/// symbols in line.
+#[inline(always)]
+fn leaf_value(
+    r: &mut Reader<'_>,
+    schema: &Schema,
+    leaf: Leaf,
+    out: &mut Values,
+) -> std::result::Result<(), DatumError> {
+    match (leaf, out) {
+        (Leaf::Long, Values::Int64(v)) => v.push(r.long_word()?),
+        (Leaf::Enum(node), out) => enum_leaf(r, schema, node, out)?,
+        (leaf, out) => read_leaf(r, schema, leaf, out)?,
+    }
+    Ok(())
 }
 
 /// An enum leaf as a string: a symbol of a writer's enum read in line;
