@@ -92,6 +92,22 @@ impl<'a> Reader<'a> {
         self.long()
     }
 
+    /// A union's branch index (read as [`long_word`](Self::long_word)
+    /// reads it), looked up in `branches`: an index out of range is an
+    /// error at the index's offset.
+    #[inline(always)]
+    pub(crate) fn branch<'b, T>(&mut self, branches: &'b [T]) -> DatumResult<&'b T> {
+        let at = self.pos;
+        let b = self.long_word()?;
+        usize::try_from(b)
+            .ok()
+            .and_then(|b| branches.get(b))
+            .ok_or(DatumError {
+                reason: "union branch index out of range",
+                offset: at,
+            })
+    }
+
     /// `count` zig-zag `long`s, each handed to `push`; several are decoded
     /// at once where they fit in a word.
     #[inline(always)]

@@ -1532,15 +1532,7 @@ impl<'a> Run<'_, 'a> {
             Prog::Leaves { leaf, feat, child } => self.leaves(r, *leaf, *feat, child)?,
             Prog::Record(fields) => self.fields(r, fields, depth)?,
             Prog::Union { branches, nulls } => {
-                let at = r.pos;
-                let b = r.long_word()?;
-                let p = usize::try_from(b)
-                    .ok()
-                    .and_then(|b| branches.get(b))
-                    .ok_or(DatumError {
-                        reason: "union branch index out of range",
-                        offset: at,
-                    })?;
+                let p = r.branch(branches)?;
                 if let Prog::Skip(n) = p {
                     if matches!(self.schema.node(*n), Node::Null) {
                         for &f in nulls {
@@ -2145,15 +2137,7 @@ impl<'a> Run<'_, 'a> {
 /// that branch's bytes.
 #[inline(always)]
 fn skip_union(r: &mut Reader<'_>, sizes: &[usize]) -> std::result::Result<(), DatumError> {
-    let at = r.pos;
-    let b = r.long_word()?;
-    let n = usize::try_from(b)
-        .ok()
-        .and_then(|b| sizes.get(b))
-        .ok_or(DatumError {
-            reason: "union branch index out of range",
-            offset: at,
-        })?;
+    let n = r.branch(sizes)?;
     r.take(*n)?;
     Ok(())
 }
@@ -2304,23 +2288,12 @@ fn skip_by(
                 }
             }
         }
-        Skipper::Union(branches) => {
-            let at = r.pos;
-            let b = r.long_word()?;
-            let b = usize::try_from(b)
-                .ok()
-                .and_then(|b| branches.get(b))
-                .ok_or(DatumError {
-                    reason: "union branch index out of range",
-                    offset: at,
-                })?;
-            match b {
-                Skipper::Take(n) => {
-                    r.take(*n)?;
-                }
-                b => skip_by(r, schema, b, depth + 1)?,
+        Skipper::Union(branches) => match r.branch(branches)? {
+            Skipper::Take(n) => {
+                r.take(*n)?;
             }
-        }
+            b => skip_by(r, schema, b, depth + 1)?,
+        },
         // As `Reader::skip_blocks`.
         Skipper::Array { item, min, size } => loop {
             let at = r.pos;
@@ -2597,15 +2570,7 @@ fn eval<'a>(
     for _ in 0..=MAX_DEPTH {
         match schema.node(node) {
             Node::Union(branches) => {
-                let at = r.pos;
-                let b = r.long_word()?;
-                node = *usize::try_from(b)
-                    .ok()
-                    .and_then(|b| branches.get(b))
-                    .ok_or(DatumError {
-                        reason: "union branch index out of range",
-                        offset: at,
-                    })?;
+                node = *r.branch(branches)?;
             }
             Node::Record { fields, .. } if i < path.len() => {
                 let Some(k) = field_of(schema, fields, &path[i]) else {

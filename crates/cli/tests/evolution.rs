@@ -5,7 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use grist_testkit::evolution::{READER_SCHEMA, RECORDS, reference_records, write_dataset};
+use grist_testkit::evolution::{
+    READER_SCHEMA, RECORDS, reader_fields, reference_records, write_dataset,
+};
 use serde_json::{Value, json};
 
 use crate::support::{bench_json, grist_on, write_spec};
@@ -49,6 +51,24 @@ fn dataset() -> Dataset {
 
 fn arg(p: &Path) -> &str {
     p.to_str().unwrap()
+}
+
+/// The `id` values of the conversion in `out`, read back with the spec
+/// written beside it (one batch of all the records).
+fn converted_ids(out: &Path) -> Value {
+    let n = (3 * RECORDS).to_string();
+    let run = grist_on(
+        &[
+            "cat",
+            "--spec",
+            arg(&out.join("spec.json")),
+            "--batch-size",
+            &n,
+        ],
+        &[out.to_path_buf()],
+    );
+    run.assert_ok("cat the converted files");
+    run.json_lines()[0]["outputs"]["id"]["values"].clone()
 }
 
 fn expected(files: &[PathBuf]) -> Vec<Value> {
@@ -220,21 +240,8 @@ fn bench_and_convert_take_the_reader_schema() {
     let written: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("spec.json")).unwrap()).unwrap();
     assert!(written.get("reader_schema").is_none(), "{written}");
-    let n = (3 * RECORDS).to_string();
-    let run = grist_on(
-        &[
-            "cat",
-            "--spec",
-            arg(&out.join("spec.json")),
-            "--batch-size",
-            &n,
-        ],
-        std::slice::from_ref(&out),
-    );
-    run.assert_ok("cat the converted files");
-    let ids = &run.json_lines()[0]["outputs"]["id"]["values"];
     let want: Vec<Value> = expected(&d.files).iter().map(|r| r["id"].clone()).collect();
-    assert_eq!(ids, &json!(want));
+    assert_eq!(converted_ids(&out), json!(want));
     // A reader schema on TFRecord files: refused, naming the format.
     for args in [
         vec!["cat", "--records", "--reader-schema", arg(&d.avsc)],
@@ -277,13 +284,7 @@ fn spec_and_convert_infer_from_the_reader_schema() {
         .iter()
         .map(|f| f["name"].as_str().unwrap())
         .collect();
-    let fields: Vec<&str> = reader["fields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, fields);
+    assert_eq!(names, reader_fields());
     let hand = spec();
     for (f, want) in got["features"]
         .as_array()
@@ -350,19 +351,8 @@ fn spec_and_convert_infer_from_the_reader_schema() {
         &d.files,
     );
     run.assert_ok("convert --reader-schema without --spec");
-    let run = grist_on(
-        &[
-            "cat",
-            "--spec",
-            arg(&out.join("spec.json")),
-            "--batch-size",
-            &n,
-        ],
-        std::slice::from_ref(&out),
-    );
-    run.assert_ok("cat the converted files");
     let want: Vec<Value> = expected.iter().map(|r| r["id"].clone()).collect();
-    assert_eq!(run.json_lines()[0]["outputs"]["id"]["values"], json!(want));
+    assert_eq!(converted_ids(&out), json!(want));
     // A reader schema a writer schema does not resolve against: the file
     // and the field, before any spec is printed.
     let mut bad = reader.clone();

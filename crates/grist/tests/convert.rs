@@ -505,7 +505,9 @@ fn converts_to_an_object_store() {
 /// hold what apache-avro reads through it, and carry no reader schema.
 #[test]
 fn a_reader_schema_converts_the_versions_without_a_spec() {
-    use grist_testkit::evolution::{READER_SCHEMA, RECORDS, reference_records, write_dataset};
+    use grist_testkit::evolution::{
+        READER_SCHEMA, RECORDS, reader_fields, reference_records, write_dataset,
+    };
     let tmp = tempfile::tempdir().unwrap();
     let files = write_dataset(tmp.path());
     let out = tmp.path().join("out");
@@ -516,12 +518,7 @@ fn a_reader_schema_converts_the_versions_without_a_spec() {
     assert_eq!(report.records, 3 * RECORDS as u64);
     assert!(report.spec.reader_schema.is_none());
     let names: Vec<&str> = report.spec.features.iter().map(FeatureSpec::name).collect();
-    let fields: Vec<&str> = reader["fields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["name"].as_str().unwrap())
-        .collect();
+    let fields = reader_fields();
     assert_eq!(names, fields);
     let storage = Storage::new();
     let back = load(

@@ -30,6 +30,17 @@ pub const READER_SCHEMA: &str = r#"{"type": "record", "name": "Event", "namespac
   {"name": "maybe", "type": ["null", "double"], "default": null}
  ]}"#;
 
+/// The names of [`READER_SCHEMA`]'s fields, in its order.
+pub fn reader_fields() -> Vec<String> {
+    let reader: Json = serde_json::from_str(READER_SCHEMA).expect("the reader schema's JSON");
+    reader["fields"]
+        .as_array()
+        .expect("a record's fields")
+        .iter()
+        .map(|f| f["name"].as_str().expect("a field name").to_string())
+        .collect()
+}
+
 /// The writer schemas of the three versions.
 pub const WRITER_SCHEMAS: [&str; 3] = [
     r#"{"type": "record", "name": "Event", "namespace": "grist.v1", "fields": [
