@@ -58,7 +58,8 @@
 //! |---|---|---|
 //! | `ndarray` | off | `DenseTensor::to_ndarray` |
 #![deny(missing_docs, unreachable_pub)]
-// One module prefetches (`prefetch_ahead`); nothing else is `unsafe`.
+// Two modules are `unsafe`: one prefetches (`prefetch_ahead`), one
+// decodes short varints with AVX-512 (`varint_block`).
 #![deny(unsafe_code)]
 
 mod builder;
@@ -107,6 +108,7 @@ pub mod report;
 pub mod synth;
 #[doc(hidden)]
 pub mod varint;
+mod varint_block;
 #[doc(hidden)]
 pub mod wire;
 
