@@ -223,7 +223,13 @@ fuzz_target!(|input: &[u8]| {
                 assert_eq!(out.rows(), rows + 1);
             }
             Err(e) => {
-                assert_eq!(e.location(), Some(&at));
+                // The record's location, naming the field at fault when
+                // one is.
+                let named = e.location().map(|l| (&l.file, l.record, l.block, l.offset));
+                assert_eq!(named, Some((&at.file, at.record, None, None)), "{e}");
+                if let Some(name) = e.location().and_then(|l| l.feature.as_deref()) {
+                    assert!(fields.iter().any(|f| f.name() == name), "{e}");
+                }
                 assert_eq!(e.manifest_kind() == "protobuf", parsed.is_err(), "{e}");
                 assert_eq!(out.rows(), rows);
             }
