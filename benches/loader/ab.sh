@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Two grist binaries side by side on one `grist bench` configuration,
-# alternating; prints the median records/s of each and B ÷ A.
+# alternating; prints the median records/s and records per CPU-second of
+# each and B ÷ A.
 #
 #   benches/loader/ab.sh ROUNDS BIN_A BIN_B -- BENCH ARGS (without --json)
 set -euo pipefail
@@ -8,14 +9,16 @@ ROUNDS=$1; A=$2; B=$3; shift 4
 OUT=$(mktemp)
 for _ in $(seq "$ROUNDS"); do
   for bin in "$A" "$B"; do
-    "$bin" bench --json "$@" | python3 -c "import json,sys; print('$bin', json.loads(sys.stdin.read())['records_per_s'])" >> "$OUT"
+    "$bin" bench --json "$@" | python3 -c "import json,sys; d = json.loads(sys.stdin.read()); print('$bin', d['records_per_s'], d['records_per_cpu_s'])" >> "$OUT"
   done
 done
 python3 - "$OUT" "$A" "$B" <<'PY'
 import sys, statistics, collections
 d = collections.defaultdict(list)
+c = collections.defaultdict(list)
 for line in open(sys.argv[1]):
-    b, r = line.split(); d[b].append(float(r))
+    b, r, cpu = line.split(); d[b].append(float(r)); c[b].append(float(cpu))
 a, b = statistics.median(d[sys.argv[2]]), statistics.median(d[sys.argv[3]])
-print(f"A {a:,.0f}  B {b:,.0f}  B/A {b / a:.3f}")
+ca, cb = statistics.median(c[sys.argv[2]]), statistics.median(c[sys.argv[3]])
+print(f"A {a:,.0f}  B {b:,.0f}  B/A {b / a:.3f}  per CPU-s: A {ca:,.0f}  B {cb:,.0f}  B/A {cb / ca:.3f}")
 PY
