@@ -1,8 +1,9 @@
 //! Protobuf wire-format primitives shared by the tf.Example (grist-tfrecord)
 //! and OFRecord (grist-ofrecord) parsers: varints with protobuf's rule for
 //! overlong ones, tags and wire types, a [`Cursor`] over one message's
-//! fields, skipping unknown fields, and packed varint lists decoded a word
-//! at a time. Message-specific walking stays in each format crate.
+//! fields, skipping unknown fields, and packed varint lists decoded sixteen
+//! or a word at a time. Message-specific walking stays in each format
+//! crate.
 //!
 //! Shared internals, not a stable API: hidden from the docs.
 //!
@@ -333,9 +334,11 @@ const BLOCK_FROM: usize = 16;
 /// bytes); values before it have been pushed. Every varint takes at least
 /// one byte: a caller can reserve `range.len()` values up front.
 ///
-/// While a whole word remains, every varint that ends within it is decoded
-/// at once ([`varint::decode_ends`]); the last bytes, and varints over 8
-/// bytes, take the careful path.
+/// Where the core has AVX-512 VBMI2, runs of varints of up to 4 bytes are
+/// decoded sixteen at a time first (`varint_block`, handed to
+/// [`Varints::many`]). Then, while a whole word remains, every varint that
+/// ends within it is decoded at once ([`varint::decode_ends`]); the last
+/// bytes, and varints over 8 bytes, take the careful path.
 #[inline]
 pub fn packed_varints(
     record: &[u8],
