@@ -115,19 +115,12 @@ impl PayloadDecoder {
         index: Option<u64>,
         out: &mut BatchBuilder,
     ) -> Result<()> {
-        let at = || {
-            let at = Location::record(file.clone(), sample);
-            match index {
-                Some(i) => at.with_index(i),
-                None => at,
-            }
-        };
         match self {
             PayloadDecoder::Example(d) => d
-                .decode(payload, &at(), out)
+                .decode_numbered(payload, file, sample, index, out)
                 .map_err(|e| example_error(e, index)),
             PayloadDecoder::OfRecord(d) => d
-                .decode(payload, &at(), out)
+                .decode_numbered(payload, file, sample, index, out)
                 .map_err(|e| ofrecord_error(e, index)),
             PayloadDecoder::Raw(d) => d.decode(payload, file, sample, index, out),
         }

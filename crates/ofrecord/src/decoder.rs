@@ -105,6 +105,9 @@ pub struct OfRecordDecoder {
     predicted: Vec<u32>,
     scratch: Scratch,
     spare: Spare,
+    /// The location of the last record decoded by number
+    /// ([`decode_numbered`](Self::decode_numbered)).
+    at: Option<Location>,
 }
 
 impl OfRecordDecoder {
@@ -131,6 +134,7 @@ impl OfRecordDecoder {
             plan: Arc::new(plan),
             limits: Limits::default(),
             generation: 0,
+            at: None,
             predicted: Vec::new(),
             scratch: Scratch {
                 ids: vec![Vec::new(); ids],
@@ -285,6 +289,30 @@ impl OfRecordDecoder {
                 })
             }
         }
+    }
+
+    /// [`decode`](Self::decode) of record `number` of `file` (number `index`
+    /// in a dataset of several files, if given), its [`Location`] built
+    /// once and reused from record to record: decoding threads then share
+    /// no reference count per record (the file name's), and only an error
+    /// takes a copy.
+    pub fn decode_numbered(
+        &mut self,
+        record: &[u8],
+        file: &Arc<str>,
+        number: u64,
+        index: Option<u64>,
+        out: &mut BatchBuilder,
+    ) -> Result<()> {
+        let mut at = match self.at.take() {
+            Some(at) if Arc::ptr_eq(&at.file, file) => at,
+            _ => Location::record(file.clone(), number),
+        };
+        at.record = Some(number);
+        at.index = index;
+        let result = self.decode(record, &at, out);
+        self.at = Some(at);
+        result
     }
 
     fn decode_row(&mut self, rec: &[u8], out: &mut BatchBuilder) -> Result<(), (usize, Problem)> {

@@ -518,13 +518,12 @@ impl grist_tensor::Decoder for OfRecordDecoder {
     ) -> Result<Option<usize>, BoxError> {
         for i in rows {
             let number = chunk.first_record.saturating_add(i as u64);
-            let at = Location::record(chunk.file.clone(), number);
             let record = chunk.record(i).ok_or_else(|| Error::RecordOutOfRange {
                 file: chunk.file.clone(),
                 record: number,
                 count: chunk.first_record.saturating_add(chunk.record_count as u64),
             })?;
-            self.decode(record, &at, out)?;
+            self.decode_numbered(record, &chunk.file, number, None, out)?;
         }
         Ok(None)
     }
@@ -535,11 +534,7 @@ impl grist_tensor::Decoder for OfRecordDecoder {
         record: &Record,
         out: &mut BatchBuilder,
     ) -> Result<(), BoxError> {
-        Ok(self.decode(
-            &record.payload,
-            &Location::record(file.clone(), record.record),
-            out,
-        )?)
+        Ok(self.decode_numbered(&record.payload, file, record.record, None, out)?)
     }
 }
 

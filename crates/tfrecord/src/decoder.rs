@@ -127,6 +127,9 @@ pub struct ExampleDecoder {
     per_row: Vec<(f64, f64)>,
     /// A finished batch whose memory the next batch reuses.
     spare: Spare,
+    /// The location of the last record decoded by number
+    /// ([`decode_numbered`](Self::decode_numbered)).
+    at: Option<Location>,
 }
 
 impl ExampleDecoder {
@@ -171,6 +174,7 @@ impl ExampleDecoder {
             plan: Arc::new(plan),
             limits: Limits::default(),
             generation: 0,
+            at: None,
             per_row: Vec::new(),
             spare: Spare(None),
             found,
@@ -400,17 +404,46 @@ impl ExampleDecoder {
         }
     }
 
+    /// [`decode`](Self::decode) of record `number` of `file` (number `index`
+    /// in a dataset of several files, if given), its [`Location`] built
+    /// once and reused from record to record: decoding threads then share
+    /// no reference count per record (the file name's), and only an error
+    /// takes a copy.
+    pub fn decode_numbered(
+        &mut self,
+        record: &[u8],
+        file: &Arc<str>,
+        number: u64,
+        index: Option<u64>,
+        out: &mut BatchBuilder,
+    ) -> Result<()> {
+        let mut at = match self.at.take() {
+            Some(at) if Arc::ptr_eq(&at.file, file) => at,
+            _ => Location::record(file.clone(), number),
+        };
+        at.record = Some(number);
+        at.index = index;
+        let result = self.decode(record, &at, out);
+        self.at = Some(at);
+        result
+    }
+
     /// Decodes a plain Example in one pass over its bytes, each wanted
     /// feature straight into its column as its map entry is read. Returns
     /// `false` on anything but a well-formed record whose every key appears
     /// once: the caller then discards the partial row and uses the general
     /// path, so results and errors are the same either way.
     fn decode_direct(&mut self, record: &[u8], out: &mut BatchBuilder) -> bool {
-        let plan = Arc::clone(&self.plan);
+        if self.plan.direct.is_none() {
+            return false;
+        }
+        self.next_generation();
+        // Borrowed, not cloned: an `Arc` clone per record is an atomic on
+        // a counter every parse thread's decoder shares.
+        let plan = &*self.plan;
         let Some(roles) = plan.direct.as_deref() else {
             return false;
         };
-        self.next_generation();
         let generation = self.generation;
         let row = out.next_row() as i64;
         let columns = out.columns_mut();

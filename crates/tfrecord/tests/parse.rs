@@ -310,3 +310,43 @@ fn int32_and_bool_read_back_and_float64_is_refused() {
     let err = encode_batch(&batch, &f64_spec).unwrap_err();
     assert!(err.to_string().contains("\"x\""), "{err}");
 }
+
+/// Records decoded by number name their file, record and dataset index in
+/// errors, record after record and file after file (the location is kept
+/// between records, and must follow both).
+#[test]
+fn records_decoded_by_number_name_their_file_record_and_index() {
+    use grist_tensor::{DType, FeatureSpec};
+    use grist_tfrecord::{ExampleBuilder, ExampleDecoder};
+
+    let specs = vec![FeatureSpec::dense("x", DType::Int64, [])];
+    let good = ExampleBuilder::new().with_int64s("x", [1]).encode();
+    let bad = ExampleBuilder::new().with_int64s("y", [1]).encode();
+    let mut decoder = ExampleDecoder::new(&specs).unwrap();
+    let mut out = decoder.new_batch(8);
+    let a: Arc<str> = "a.tfrecord".into();
+    let b: Arc<str> = "b.tfrecord".into();
+    let cases = [
+        (&a, 3, None),
+        (&a, 9, Some(40)),
+        (&a, 11, None),
+        (&b, 2, None),
+        (&a, 5, None),
+        (&b, 7, Some(12)),
+    ];
+    for (file, number, index) in cases {
+        decoder
+            .decode_numbered(&good, file, number, index, &mut out)
+            .unwrap();
+        let e = decoder
+            .decode_numbered(&bad, file, number + 1, index, &mut out)
+            .unwrap_err();
+        let at = e.location().unwrap();
+        assert_eq!(
+            (&at.file, at.record, at.index, at.feature.as_deref()),
+            (file, Some(number + 1), index, Some("x")),
+            "{e}"
+        );
+    }
+    assert_eq!(out.rows(), cases.len());
+}
