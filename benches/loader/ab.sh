@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Two grist binaries side by side on one `grist bench` configuration,
 # alternating; prints the median records/s and records per CPU-second of
-# each and B ÷ A.
+# each, B ÷ A of the medians, and the median of B ÷ A taken round by round
+# (each round runs A then B, so a slow spell of the machine hits both).
 #
 #   benches/loader/ab.sh ROUNDS BIN_A BIN_B -- BENCH ARGS (without --json)
 set -euo pipefail
@@ -18,7 +19,11 @@ d = collections.defaultdict(list)
 c = collections.defaultdict(list)
 for line in open(sys.argv[1]):
     b, r, cpu = line.split(); d[b].append(float(r)); c[b].append(float(cpu))
-a, b = statistics.median(d[sys.argv[2]]), statistics.median(d[sys.argv[3]])
-ca, cb = statistics.median(c[sys.argv[2]]), statistics.median(c[sys.argv[3]])
-print(f"A {a:,.0f}  B {b:,.0f}  B/A {b / a:.3f}  per CPU-s: A {ca:,.0f}  B {cb:,.0f}  B/A {cb / ca:.3f}")
+A, B = sys.argv[2], sys.argv[3]
+a, b = statistics.median(d[A]), statistics.median(d[B])
+ca, cb = statistics.median(c[A]), statistics.median(c[B])
+pair = statistics.median(y / x for x, y in zip(d[A], d[B]))
+cpair = statistics.median(y / x for x, y in zip(c[A], c[B]))
+print(f"A {a:,.0f}  B {b:,.0f}  B/A {b / a:.3f} (paired {pair:.3f})  "
+      f"per CPU-s: A {ca:,.0f}  B {cb:,.0f}  B/A {cb / ca:.3f} (paired {cpair:.3f})")
 PY
