@@ -20,7 +20,9 @@
 //!   over); a decoder reused after finishing a batch (with its memory
 //!   recycled) decodes the same again;
 //! - the same checks (split, locations) for the key-expression plan
-//!   (`keyexpr_config`: a nested schema, every kind) on the same bytes;
+//!   (`keyexpr_config`: a nested schema, every kind) on the same bytes,
+//!   and for varlen features of its arrays of records
+//!   (`keyexpr_fast_specs`: the plan's fast element loop);
 //! - write-then-read: a batch that decodes is written with `encode_batch`
 //!   and read back with the `schema_for_specs` schema, giving the same
 //!   batch, except that the dense shape of a varlen feature's unknown
@@ -31,7 +33,7 @@
 use std::sync::Arc;
 
 use grist_avro_tensor::{AvroDecoder, Error, encode_batch};
-use grist_fuzz::avro_decode::{Config, configs, keyexpr_config, limits};
+use grist_fuzz::avro_decode::{Config, configs, keyexpr_config, keyexpr_fast_specs, limits};
 use grist_tensor::json::{batch_to_json, compare_json};
 use grist_tensor::{Batch, Column, FeatureSpec, Tensor, UNKNOWN_DIM};
 use libfuzzer_sys::fuzz_target;
@@ -179,17 +181,19 @@ fuzz_target!(|input: &[u8]| {
     }
 
     let (schema, specs) = keyexpr_config();
-    let mut general = AvroDecoder::new(specs).unwrap().with_limits(limits());
-    general.add_schema(file.clone(), schema).unwrap();
-    let whole = decode(&mut general, &file, data, count, None);
-    if let Err(e) = &whole {
-        let at = e.location().expect("decode errors have a location");
-        assert_eq!((&*at.file, at.block), ("fuzz", Some(3)), "{e}");
+    for specs in [specs, keyexpr_fast_specs()] {
+        let mut general = AvroDecoder::new(specs).unwrap().with_limits(limits());
+        general.add_schema(file.clone(), schema).unwrap();
+        let whole = decode(&mut general, &file, data, count, None);
+        if let Err(e) = &whole {
+            let at = e.location().expect("decode errors have a location");
+            assert_eq!((&*at.file, at.block), ("fuzz", Some(3)), "{e}");
+        }
+        let parts = decode(&mut general, &file, data, count, Some(split));
+        assert_eq!(
+            outcome(&whole),
+            outcome(&parts),
+            "key expressions: split at {split}"
+        );
     }
-    let parts = decode(&mut general, &file, data, count, Some(split));
-    assert_eq!(
-        outcome(&whole),
-        outcome(&parts),
-        "key expressions: split at {split}"
-    );
 });

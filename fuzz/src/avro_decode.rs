@@ -263,6 +263,23 @@ pub fn keyexpr_config() -> &'static (String, Vec<FeatureSpec>) {
     })
 }
 
+/// Varlen features of the [`keyexpr_config`] schema's arrays of records
+/// (`fr[*].g`, `fr[*].x`, `sp[*].i`, `sp[*].w`): each record's fields are
+/// then read by the general plan's fast element loop (the others skipped),
+/// which the target runs on the same bytes too.
+pub fn keyexpr_fast_specs() -> &'static Vec<FeatureSpec> {
+    static SPECS: OnceLock<Vec<FeatureSpec>> = OnceLock::new();
+    SPECS.get_or_init(|| {
+        serde_json::from_str(
+            r#"[{"name": "fr[*].g", "kind": "varlen", "dtype": "string"},
+                {"name": "fr[*].x", "kind": "varlen", "dtype": "int64"},
+                {"name": "sp[*].i", "kind": "varlen", "dtype": "int64"},
+                {"name": "sp[*].w", "kind": "varlen", "dtype": "float32"}]"#,
+        )
+        .expect("fast key-expression specs")
+    })
+}
+
 // ---------------------------------------------------------------------
 // Valid datums
 // ---------------------------------------------------------------------
@@ -543,5 +560,27 @@ mod tests {
             .decode_block(&file, 0, 0, &[0; 8], 1, 0..1, &mut out)
             .unwrap_err();
         assert!(err.to_string().contains("fr[0].g"), "{err}");
+    }
+
+    /// The fast specs read a record of the same schema.
+    #[test]
+    fn keyexpr_fast_specs_read_a_record() {
+        let (schema, _) = super::keyexpr_config();
+        let mut d = AvroDecoder::new(super::keyexpr_fast_specs()).unwrap();
+        let file: Arc<str> = "t".into();
+        d.add_schema(file.clone(), schema).unwrap();
+        // name.first "", h null, c R, fr [{g "m", x 5, v null}], cars {},
+        // sp [{i 3, w 1.5}].
+        let mut datum = vec![0, 0, 0, 2, 2, b'm', 10, 0, 0, 0, 2, 6];
+        datum.extend_from_slice(&1.5f32.to_le_bytes());
+        datum.push(0);
+        let mut out = d.new_batch(1);
+        d.decode_block(&file, 0, 0, &datum, 1, 0..1, &mut out)
+            .unwrap();
+        let json = grist_tensor::json::batch_to_json(&d.finish(&mut out).unwrap());
+        let values = |name: &str| json["outputs"][name]["values"].clone();
+        assert_eq!(values("fr[*].x"), serde_json::json!([5]), "{json}");
+        assert_eq!(values("sp[*].i"), serde_json::json!([3]), "{json}");
+        assert_eq!(values("sp[*].w"), serde_json::json!([1.5]), "{json}");
     }
 }
