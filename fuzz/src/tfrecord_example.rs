@@ -349,12 +349,11 @@ fn values(dtype: DType, n: usize, seed: u64) -> proto::Feature {
 fn example_features(s: &FeatureSpec, seed: u64, out: &mut BTreeMap<String, proto::Feature>) {
     let dims = |shape: &[i64]| shape.iter().product::<i64>().max(0) as usize;
     match s {
-        FeatureSpec::Dense(d) => {
-            // A feature with a default is left out every other record.
-            if d.default.is_none() || seed.is_multiple_of(2) {
-                out.insert(d.name.clone(), values(d.dtype, dims(&d.shape), seed));
-            }
+        // A feature with a default is left out every other record.
+        FeatureSpec::Dense(d) if d.default.is_none() || seed.is_multiple_of(2) => {
+            out.insert(d.name.clone(), values(d.dtype, dims(&d.shape), seed));
         }
+        FeatureSpec::Dense(_) => {}
         FeatureSpec::Varlen(v) => {
             out.insert(v.name.clone(), values(v.dtype, (seed % 4) as usize, seed));
         }
