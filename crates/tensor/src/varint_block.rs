@@ -17,9 +17,8 @@ pub(crate) const BLOCK: usize = 16;
 
 /// Decodes the varints at the start of `bytes`, [`BLOCK`] at a time while
 /// at least `from` bytes are left and a window decodes, handing each
-/// block's values to `block`: how many varints, and the bytes they take.
-/// The loop runs with the decoder's instructions enabled, so the blocks
-/// overlap in the core.
+/// block's values to `block`: how many varints, and the bytes they take
+/// (none where the core lacks the instructions).
 #[inline]
 pub(crate) fn decode_blocks(
     bytes: &[u8],
@@ -136,7 +135,7 @@ mod avx512 {
 
     /// Decodes the varints that start at `bytes[0]` and end within its
     /// first 64 bytes, up to BLOCK of them, into the BLOCK values at `out`
-    /// (those past the count are left undefined): how many, and the bytes
+    /// (those past the count hold meaningless values): how many, and the bytes
     /// they take. `None` when one of them is over 4 bytes long, or when
     /// none ends in the window.
     ///
