@@ -3116,6 +3116,8 @@ mod tests {
 
 #[cfg(test)]
 mod fast_tests {
+    use grist_testkit::avro::long;
+
     use super::*;
 
     fn strip_fast(p: &mut Prog) {
@@ -3165,32 +3167,12 @@ mod fast_tests {
         }
     }
 
-    fn long(out: &mut Vec<u8>, v: i64) {
-        let mut z = ((v << 1) ^ (v >> 63)) as u64;
-        while z >= 0x80 {
-            out.push(z as u8 | 0x80);
-            z >>= 7;
-        }
-        out.push(z as u8);
-    }
-
-    /// `items` (each already encoded) as array blocks: random splits,
-    /// some blocks with a negative count and their byte size.
+    /// `items` as array blocks: random splits, some blocks with a
+    /// negative count and their byte size.
     fn blocks(out: &mut Vec<u8>, items: &[Vec<u8>], rng: &mut Lcg) {
-        let mut rest = items;
-        while !rest.is_empty() {
-            let n = 1 + rng.next(rest.len() as u64) as usize;
-            let (block, tail) = rest.split_at(n);
-            if rng.next(3) == 0 {
-                long(out, -(n as i64));
-                long(out, block.iter().map(Vec::len).sum::<usize>() as i64);
-            } else {
-                long(out, n as i64);
-            }
-            block.iter().for_each(|b| out.extend_from_slice(b));
-            rest = tail;
-        }
-        out.push(0);
+        grist_testkit::avro::blocks(items, out, |left| {
+            (1 + rng.next(left as u64) as usize, rng.next(3) == 0)
+        });
     }
 
     fn event(rng: &mut Lcg) -> Vec<u8> {

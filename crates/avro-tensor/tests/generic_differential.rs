@@ -461,23 +461,10 @@ fn encode(v: &AV, rng: &mut Option<&mut StdRng>, out: &mut Vec<u8>) {
 }
 
 fn blocks(items: &[Vec<u8>], rng: &mut Option<&mut StdRng>, out: &mut Vec<u8>) {
-    let mut rest = items;
-    while !rest.is_empty() {
-        let n = match rng {
-            Some(rng) => rng.random_range(1..=rest.len()),
-            None => rest.len(),
-        };
-        let (block, tail) = rest.split_at(n);
-        if rng.as_mut().is_some_and(|r| r.random_bool(0.4)) {
-            long(out, -(n as i64));
-            long(out, block.iter().map(Vec::len).sum::<usize>() as i64);
-        } else {
-            long(out, n as i64);
-        }
-        block.iter().for_each(|b| out.extend_from_slice(b));
-        rest = tail;
-    }
-    long(out, 0);
+    grist_testkit::avro::blocks(items, out, |left| match rng {
+        Some(rng) => (rng.random_range(1..=left), rng.random_bool(0.4)),
+        None => (left, false),
+    });
 }
 
 fn canonical(v: &AV) -> Vec<u8> {

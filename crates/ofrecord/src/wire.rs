@@ -11,8 +11,8 @@
 use std::ops::Range;
 
 use grist_tensor::wire::{
-    Cursor, FIXED32, FIXED64, LEN, VARINT, Varints, count_packed_varints,
-    packed_varints as decode_packed, read_varint,
+    Cursor, FIXED32, FIXED64, LEN, VARINT, count_packed_varints, packed_varints as decode_packed,
+    read_varint,
 };
 pub(crate) use grist_tensor::wire::{WireError, WireResult};
 
@@ -420,17 +420,7 @@ fn packed_varints<S: Sink>(rec: &[u8], range: Range<usize>, sink: &mut S) -> Wir
     }
     // Every varint is at least one byte.
     sink.reserve_ints(range.len());
-    decode_packed(rec, range, Ints(sink))
-}
-
-/// A [`Sink`]'s integers as [`Varints`].
-struct Ints<'a, S>(&'a mut S);
-
-impl<S: Sink> Varints for Ints<'_, S> {
-    #[inline(always)]
-    fn one(&mut self, v: u64) {
-        self.0.int(v);
-    }
+    decode_packed(rec, range, |v| sink.int(v))
 }
 
 /// A sink that collects integers.

@@ -55,6 +55,38 @@ impl Location {
         Location::file(file).with_record(record)
     }
 
+    /// Record `record` of `file` (number `index` in a dataset of several
+    /// files, if given), made from `kept` when that is a location in the
+    /// same file (the same `Arc`): a decoder that names records by number
+    /// keeps one location and moves it along (putting it back in `kept`
+    /// after use), so that its threads clone no shared file name per
+    /// record.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use grist_tensor::Location;
+    /// let file: Arc<str> = "a.tfrecord".into();
+    /// let mut kept = None;
+    /// let at = Location::numbered(&mut kept, &file, 3, Some(9));
+    /// assert_eq!(at, Location::record(file.clone(), 3).with_index(9));
+    /// kept = Some(at);
+    /// assert_eq!(Location::numbered(&mut kept, &file, 4, None), Location::record(file, 4));
+    /// ```
+    pub fn numbered(
+        kept: &mut Option<Location>,
+        file: &Arc<str>,
+        record: u64,
+        index: Option<u64>,
+    ) -> Location {
+        let mut at = match kept.take() {
+            Some(at) if Arc::ptr_eq(&at.file, file) => at,
+            _ => Location::file(file.clone()),
+        };
+        at.record = Some(record);
+        at.index = index;
+        at
+    }
+
     /// Block `block` of `file`.
     pub fn block(file: impl Into<Arc<str>>, block: u64) -> Self {
         Location::file(file).with_block(block)

@@ -219,15 +219,8 @@ mod avx512 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::feature_map::put_varint;
     use crate::varint;
-
-    fn encode(mut v: u64, out: &mut Vec<u8>) {
-        while v >= 0x80 {
-            out.push(v as u8 | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
-    }
 
     /// Against one-by-one decoding, on lists of varints of 1 to 6 bytes
     /// (of every length, cut anywhere) and on arbitrary bytes: the values
@@ -251,7 +244,7 @@ mod tests {
                 let widest = 1 + rand(6) as u32;
                 for _ in 0..rand(100) {
                     let bits = 7 * (1 + rand(widest as u64) as u32);
-                    encode(rand(1u64 << bits.min(63)), &mut bytes);
+                    put_varint(&mut bytes, rand(1u64 << bits.min(63)));
                 }
                 bytes.truncate(rand(bytes.len() as u64 + 1) as usize);
             }

@@ -288,42 +288,6 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// Where [`packed_varints`] puts the values: a closure taking each value,
-/// or a type that also takes runs of them at once ([`Int64s`]).
-pub trait Varints {
-    /// One value.
-    fn one(&mut self, v: u64);
-    /// Several values, in order.
-    #[inline]
-    fn many(&mut self, vals: &[u64]) {
-        vals.iter().for_each(|&v| self.one(v));
-    }
-}
-
-impl<F: FnMut(u64)> Varints for F {
-    #[inline(always)]
-    fn one(&mut self, v: u64) {
-        self(v)
-    }
-}
-
-/// Values appended to a vector as protobuf's int64 (two's complement), a
-/// run at a time where they come decoded together.
-#[derive(Debug)]
-pub struct Int64s<'a>(pub &'a mut Vec<i64>);
-
-impl Varints for Int64s<'_> {
-    #[inline(always)]
-    fn one(&mut self, v: u64) {
-        self.0.push(v as i64);
-    }
-
-    #[inline(always)]
-    fn many(&mut self, vals: &[u64]) {
-        self.0.extend(vals.iter().map(|&v| v as i64));
-    }
-}
-
 /// Lists of at least this many bytes left are decoded by
 /// [`varint_block`] where the core allows.
 const BLOCK_FROM: usize = 16;
@@ -335,15 +299,14 @@ const BLOCK_FROM: usize = 16;
 /// one byte: a caller can reserve `range.len()` values up front.
 ///
 /// Where the core has AVX-512 VBMI2, runs of varints of up to 4 bytes are
-/// decoded sixteen at a time first (`varint_block`, handed to
-/// [`Varints::many`]). Then, while a whole word remains, every varint that
+/// decoded sixteen at a time first (`varint_block`). Then, while a whole word remains, every varint that
 /// ends within it is decoded at once ([`varint::decode_ends`]); the last
 /// bytes, and varints over 8 bytes, take the careful path.
 #[inline]
 pub fn packed_varints(
     record: &[u8],
     range: Range<usize>,
-    mut push: impl Varints,
+    mut push: impl FnMut(u64),
 ) -> WireResult<usize> {
     let bytes = &record[range.clone()];
     let mut p = 0;
@@ -351,9 +314,10 @@ pub fn packed_varints(
     // Sixteen short varints at a time where the core can; the rest (and
     // everything, on other cores) one word at a time.
     if bytes.len() >= BLOCK_FROM {
-        (n, p) = varint_block::decode_blocks(bytes, BLOCK_FROM, |vals| push.many(vals));
+        (n, p) = varint_block::decode_blocks(bytes, BLOCK_FROM, |vals| {
+            vals.iter().for_each(|&v| push(v))
+        });
     }
-    let mut push = |v| push.one(v);
     while let Some(word) = bytes.get(p..).and_then(|b| b.first_chunk::<8>()) {
         let word = u64::from_le_bytes(*word);
         let ends = !word & 0x8080_8080_8080_8080;

@@ -1,5 +1,5 @@
 //! Dev-only test support for grist, the one home of what every crate's
-//! tests share: the golden corpus ([`corpus`]: its manifests' cases and
+//! tests share: Avro bytes written by hand ([`avro`]: longs, array blocks), the golden corpus ([`corpus`]: its manifests' cases and
 //! their TFRecord and Avro views, the FFRecord and OFRecord folder cases,
 //! and the corpus served over S3), an Avro dataset of three schema
 //! versions with its reader schema ([`evolution`], written and read back
@@ -33,6 +33,7 @@
 #![deny(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+pub mod avro;
 pub mod corpus;
 pub mod evolution;
 mod faults;

@@ -417,12 +417,7 @@ impl ExampleDecoder {
         index: Option<u64>,
         out: &mut BatchBuilder,
     ) -> Result<()> {
-        let mut at = match self.at.take() {
-            Some(at) if Arc::ptr_eq(&at.file, file) => at,
-            _ => Location::record(file.clone(), number),
-        };
-        at.record = Some(number);
-        at.index = index;
+        let at = Location::numbered(&mut self.at, file, number, index);
         let result = self.decode(record, &at, out);
         self.at = Some(at);
         result

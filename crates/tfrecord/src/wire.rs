@@ -4,7 +4,7 @@
 //! varints).
 
 pub(crate) use grist_tensor::wire::{Cursor, LEN, WireError, WireResult, read_varint};
-use grist_tensor::wire::{FIXED32, Int64s, VARINT, packed_varints};
+use grist_tensor::wire::{FIXED32, VARINT, packed_varints};
 
 /// The fast path for a map entry written the usual way: key (field 1)
 /// then value (field 2), nothing else, at the cursor `c`. `None` when the
@@ -54,7 +54,7 @@ fn packed_int64s(record: &[u8], start: usize, len: usize, out: &mut Vec<i64>) ->
     // Every varint takes at least one byte: room for `len` values is
     // enough, so pushing never reallocates.
     out.reserve(len);
-    packed_varints(record, start..start + len, Int64s(out)).map(drop)
+    packed_varints(record, start..start + len, |v| out.push(v as i64)).map(drop)
 }
 
 /// A byte range within the record being parsed.
