@@ -429,9 +429,6 @@ impl ExampleDecoder {
     /// once: the caller then discards the partial row and uses the general
     /// path, so results and errors are the same either way.
     fn decode_direct(&mut self, record: &[u8], out: &mut BatchBuilder) -> bool {
-        if self.plan.direct.is_none() {
-            return false;
-        }
         self.next_generation();
         // Borrowed, not cloned: an `Arc` clone per record is an atomic on
         // a counter every parse thread's decoder shares.
