@@ -50,7 +50,7 @@ def main():
     ap.add_argument("--ray-cpus", type=int, default=2, help="num_cpus for ray.init (default 2)")
     ap.add_argument("--decode-ahead", action="store_true",
                     help="reader grist: Loader(decode_ahead=True)")
-    ap.add_argument("--mmap", action="store_true", help="reader grist: Loader(mmap=True)")
+    ap.add_argument("--mmap", action="store_true", help="readers grist, grist-torch: Loader(mmap=True)")
     ap.add_argument("--work-ms", type=float, default=0.0,
                     help="sleep this long per batch, as a loop waiting for a GPU step would (default 0)")
     ap.add_argument("--steady", action="store_true",
@@ -63,8 +63,10 @@ def main():
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
     threads = None if args.threads == "autotune" else int(args.threads)
-    if (args.steady or args.decode_ahead or args.mmap) and args.reader != "grist":
-        ap.error("--steady, --decode-ahead and --mmap are for --reader grist")
+    if (args.steady or args.decode_ahead) and args.reader != "grist":
+        ap.error("--steady and --decode-ahead are for --reader grist")
+    if args.mmap and args.reader not in ("grist", "grist-torch"):
+        ap.error("--mmap is for --reader grist and grist-torch")
     if args.reader.startswith("grist") and not args.spec:
         ap.error("--spec is required for the grist readers")
 
@@ -86,7 +88,7 @@ def main():
         import grist.torch
 
         ds = grist.torch.IterableDataset(
-            args.files, args.spec, batch_size=args.batch_size, threads=threads
+            args.files, args.spec, batch_size=args.batch_size, threads=threads, mmap=args.mmap
         )
 
         def make():

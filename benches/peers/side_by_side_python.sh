@@ -84,6 +84,8 @@ for r in $(seq "$ROUNDS"); do
     --min-seconds "$SECS" --warmup-steps 10 --mmap --json "$TFR" | j py-tfrecord-mmap
   "$PYG" "$HERE/python_bench.py" --reader grist --spec "$DATA/prod19.spec.json" --threads 2 \
     --min-seconds "$SECS" --warmup-steps 10 --steady --mmap --json "$TFR" | j py-tfrecord-mmap-steady
+  "$PYG" "$HERE/python_bench.py" --reader grist-torch --spec "$DATA/prod19.spec.json" --threads 2 \
+    --min-seconds "$SECS" --warmup-steps 10 --mmap --json "$TFR" | j torch-tfrecord-mmap
   "$PYG" "$HERE/python_bench.py" --reader grist --spec "$DATA/prod19.atds.json" --threads 2 \
     --min-seconds "$SECS" --warmup-steps 10 --mmap --json "$AVRO" | j py-avro-mmap
   "$PYG" "$HERE/python_bench.py" --reader grist-ray --spec "$DATA/prod19.spec.json" --threads 2 --min-seconds "$SECS" \
@@ -126,6 +128,7 @@ print(f"grist.torch / grist bench, TFRecord:          {ratio('torch-tfrecord', '
 print("Loader(mmap=True), opt-in (files nothing modifies while read):")
 print(f"  grist (Python, TFRecord, mmap) / tf.data:   {ratio('py-tfrecord-mmap', 'tfdata')} (per CPU-s {ratio('py-tfrecord-mmap', 'tfdata', mc)}); "
       f"steady {ratio('py-tfrecord-mmap-steady', 'tfdata-steady')} (per CPU-s {ratio('py-tfrecord-mmap-steady', 'tfdata-steady', mc)})   goal >= 5x")
+print(f"  grist.torch (TFRecord, mmap) / tf.data:     {ratio('torch-tfrecord-mmap', 'tfdata')} (per CPU-s {ratio('torch-tfrecord-mmap', 'tfdata', mc)})")
 print(f"  grist (Python, Avro, mmap) / ATDS:          {ratio('py-avro-mmap', 'atds')} (per CPU-s {ratio('py-avro-mmap', 'atds', mc)})")
 print(f"grist.ray / Ray read_tfrecords:               {ratio('grist-ray', 'ray-tfrecords')}   goal >= 5x")
 print(f"runs: {sys.argv[1]} (Ray file: {sys.argv[2]})")

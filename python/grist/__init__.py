@@ -37,6 +37,7 @@ __all__ = [
     "read_batches",
     "infer_spec",
     "count",
+    "release_maps",
     "convert",
     "RecordReader",
     "Writer",
@@ -152,7 +153,9 @@ class Loader:
             truncates while the loader or any batch from it is alive: a
             file that shrinks under its map kills the process (SIGBUS), as
             with ``numpy.memmap``. Compressed TFRecord files and object
-            stores are read as without it. Off by default.
+            stores are read as without it. The maps stay with the process
+            after the loader ends, for the next loader over the same files
+            (the next epoch), until :func:`release_maps`. Off by default.
 
     The GIL is released while batches are read and decoded.
     """
@@ -326,6 +329,19 @@ def infer_spec(
 def count(paths: PathsLike, *, format: Optional[str] = None) -> int:
     """The number of records of ``paths`` (every check of the format made)."""
     return _grist.count(_paths(paths), format)
+
+
+def release_maps() -> int:
+    """Unmaps the files that ``Loader(mmap=True)`` keeps mapped.
+
+    Loaders with ``mmap=True`` share the process's maps of the last 256
+    files, so that the next loader over the same files (the next epoch)
+    neither maps nor faults them in again; a file whose size, modification
+    time or inode changed is mapped afresh. Call this to give the maps
+    back (each is unmapped once no batch from it is alive), for example
+    before deleting the files. Returns how many maps were kept.
+    """
+    return _grist.release_maps()
 
 
 def convert(

@@ -312,3 +312,32 @@ def test_mmap_gives_the_batches_reading_gives(data, fmt, shuffle):
             rest.load_state_dict(mapped.state_dict())
             assert same_batches(list(rest), read[i + 1 :])
     assert len(read) == len(got) and same_batches(got, read)
+
+
+def _mapped_now(path):
+    with open("/proc/self/maps") as f:
+        return str(path) in f.read()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc/self/maps")
+def test_mmap_loaders_share_the_maps_until_released(tmp_path):
+    # One loader per epoch (as grist.torch makes): the files stay mapped
+    # from one to the next, a file rewritten between them is read anew,
+    # and release_maps unmaps them.
+    grist.release_maps()
+    path = tmp_path / "data.tfrecord"
+    with grist.Writer(path, "tfrecord") as w:
+        w.write({"x": np.arange(10, dtype=np.int64)})
+    spec = w.spec
+    epochs = [list(grist.Loader(path, spec, batch_size=10, mmap=True, epochs=1)) for _ in range(2)]
+    assert [b["x"].tolist() for e in epochs for b in e] == [list(range(10))] * 2
+    del epochs
+    assert _mapped_now(path), "kept after the loaders ended"
+    with grist.Writer(path, "tfrecord", spec) as w:  # replaced by rename: a new file
+        w.write({"x": np.arange(100, 107, dtype=np.int64)})
+    (batch,) = list(grist.Loader(path, spec, batch_size=10, mmap=True, epochs=1))
+    assert batch["x"].tolist() == list(range(100, 107))
+    del batch
+    assert grist.release_maps() >= 1
+    assert not _mapped_now(path)
+    assert grist.release_maps() == 0

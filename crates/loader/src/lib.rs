@@ -103,6 +103,7 @@ mod stream;
 pub use error::{Error, Result};
 /// How file bytes are fetched (see [`LoaderBuilder::with_access`]).
 pub use grist_tensor::Access;
+pub use grist_tensor::Maps;
 /// Whether records are read by number (see
 /// [`LoaderBuilder::with_random_access`]).
 pub use grist_tensor::RandomAccess;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use grist_io::{Address, Storage};
 use grist_tensor::{
-    Access, Batch, Chunk, ChunkPos, Decoder, FeatureSpec, Format, Gathered, Limits, Location,
+    Access, Batch, Chunk, ChunkPos, Decoder, FeatureSpec, Format, Gathered, Limits, Location, Maps,
     RandomAccess, ReadOptions, RecordLayout, Registry, SpecFile, StorageError,
 };
 
@@ -54,6 +54,7 @@ pub struct LoaderBuilder {
     check_crc: bool,
     random_access: RandomAccess,
     access: Access,
+    maps: Option<Arc<Maps>>,
 }
 
 impl Default for LoaderBuilder {
@@ -85,6 +86,7 @@ impl Default for LoaderBuilder {
             check_crc: true,
             random_access: RandomAccess::default(),
             access: Access::default(),
+            maps: None,
         }
     }
 }
@@ -351,6 +353,28 @@ impl LoaderBuilder {
         self
     }
 
+    /// Where the maps of mapped files are kept (with [`Access::mmap`]). By
+    /// default the loader keeps its own, dropped with it; a [`Maps`]
+    /// shared by several loaders keeps the files mapped from one to the
+    /// next, so that a new loader per epoch does not map and fault in
+    /// every file again. A kept map is reused only while the file's size,
+    /// modification time and inode are unchanged.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use grist_loader::{Loader, Maps};
+    /// let maps = Arc::new(Maps::new());
+    /// for _epoch in 0..2 {
+    ///     let builder = Loader::builder().with_maps(maps.clone());
+    ///     # let _ = builder;
+    /// }
+    /// ```
+    #[must_use]
+    pub fn with_maps(mut self, maps: Arc<Maps>) -> Self {
+        self.maps = Some(maps);
+        self
+    }
+
     /// Checks the options, lists the files, compiles the decoder and
     /// starts the parse threads. Nothing is read until the first batch is
     /// asked for.
@@ -436,6 +460,10 @@ impl LoaderBuilder {
             .with_access(self.access)
             .with_shuffled(self.shuffle)
             .with_defer_checks(max_threads > 1);
+        let read = match &self.maps {
+            Some(maps) => read.with_maps(maps.clone()),
+            None => read,
+        };
         let indexed = format.random_access(&inputs, self.random_access, self.shuffle)?;
         let by_file = match self.shard_mode {
             ShardMode::Files => {

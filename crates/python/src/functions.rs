@@ -22,6 +22,16 @@ pub(crate) fn infer_spec_json(
     })?)
 }
 
+/// Unmaps the files that `mmap=True` loaders keep mapped between loaders
+/// (each once no batch from it is alive); returns how many were kept.
+#[pyfunction]
+pub(crate) fn release_maps() -> usize {
+    let maps = crate::loader::maps();
+    let kept = maps.len();
+    maps.clear();
+    kept
+}
+
 /// The number of records of `paths`.
 #[pyfunction]
 #[pyo3(signature = (paths, format = None))]

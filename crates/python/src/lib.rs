@@ -47,6 +47,7 @@ fn _grist(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<writer::PyWriter>()?;
     m.add_function(wrap_pyfunction!(functions::infer_spec_json, m)?)?;
     m.add_function(wrap_pyfunction!(functions::count, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::release_maps, m)?)?;
     m.add_function(wrap_pyfunction!(functions::convert, m)?)?;
     m.add_function(wrap_pyfunction!(functions::list_files, m)?)?;
     m.add_function(wrap_pyfunction!(functions::part_name, m)?)?;

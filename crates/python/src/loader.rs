@@ -7,7 +7,7 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use grist::tensor::{Batch, Format, RandomAccess, SpecFile};
+use grist::tensor::{Batch, Format, Maps, RandomAccess, SpecFile};
 use grist::{Access, Epochs, Loader, LoaderState, ShardMode, Stats, Threads};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -269,10 +269,20 @@ pub(crate) fn build(args: Args) -> Result<(Loader, SpecFile, Arc<dyn Format>)> {
         // SAFETY: `mmap=True` is the caller's promise, stated in the
         // parameter's documentation, that no file read is modified or
         // truncated while the loader or a batch from it is alive.
-        builder = builder.with_access(unsafe { Access::mmap() });
+        builder = builder
+            .with_access(unsafe { Access::mmap() })
+            .with_maps(maps().clone());
     }
     let loader = builder.build()?;
     Ok((loader, spec, format))
+}
+
+/// The maps of every `mmap=True` loader of the process: a loader per
+/// epoch (what `grist.torch` and most training loops make) finds the files
+/// still mapped and faulted in, rather than mapping them again.
+pub(crate) fn maps() -> &'static Arc<Maps> {
+    static MAPS: std::sync::OnceLock<Arc<Maps>> = std::sync::OnceLock::new();
+    MAPS.get_or_init(Arc::default)
 }
 
 /// Whether `output` asks for Arrow record batches (rather than numpy).

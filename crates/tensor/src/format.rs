@@ -227,23 +227,101 @@ impl Deferred {
 /// read again (the next epoch) is not mapped, faulted in page by page and
 /// unmapped once more: with the page cache warm, that costs about as much
 /// as copying the bytes.
+///
+/// A loader keeps its own; one `Maps` shared by several loaders
+/// ([`ReadOptions::with_maps`]) keeps the files mapped from one loader to
+/// the next (a new loader per epoch, as PyTorch's `DataLoader` makes). A
+/// map is only reused while the file's size, modification time and
+/// identity (device and inode) are those it was mapped with; a file
+/// replaced or rewritten since is mapped again.
+///
+/// ```
+/// use std::sync::Arc;
+/// use grist_tensor::{Maps, ReadOptions};
+/// let maps = Arc::new(Maps::new());
+/// let epoch_1 = ReadOptions::new().with_maps(maps.clone());
+/// let epoch_2 = ReadOptions::new().with_maps(maps.clone());
+/// assert!(Arc::ptr_eq(&epoch_1.maps, &epoch_2.maps));
+/// maps.clear(); // unmaps (once no chunk of them is alive)
+/// ```
 #[derive(Debug, Default)]
-pub struct Maps(Mutex<VecDeque<(Arc<str>, Bytes)>>);
+pub struct Maps(Mutex<VecDeque<Mapped>>);
+
+/// One kept map and what the file was when it was mapped.
+#[derive(Debug)]
+struct Mapped {
+    name: Arc<str>,
+    stamp: Option<FileStamp>,
+    map: Bytes,
+}
+
+/// What tells a file rewritten or replaced from the one that was mapped.
+#[derive(Debug, PartialEq, Eq)]
+struct FileStamp {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    #[cfg(unix)]
+    id: (u64, u64),
+}
+
+impl FileStamp {
+    fn of(path: &Path) -> Option<FileStamp> {
+        let meta = std::fs::metadata(path).ok()?;
+        Some(FileStamp {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            #[cfg(unix)]
+            id: {
+                use std::os::unix::fs::MetadataExt;
+                (meta.dev(), meta.ino())
+            },
+        })
+    }
+}
 
 impl Maps {
     /// How many maps are kept (each is one mapping of the process; the
     /// kernel allows tens of thousands).
     pub const KEEP: usize = 256;
 
+    /// No maps kept yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Drops every kept map: each is unmapped once no chunk or batch cut
+    /// from it is alive.
+    pub fn clear(&self) {
+        self.lock().clear();
+    }
+
+    /// How many maps are kept.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// True when no map is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Mapped>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The whole of `input` as bytes when `access` maps and `input` is a
     /// local file, `None` when it is read.
     pub fn map(&self, access: Access, input: &Input) -> Result<Option<Bytes>, StorageError> {
-        if !access.is_mmap() || input.path().is_none() {
+        let Some(path) = input.path().filter(|_| access.is_mmap()) else {
             return Ok(None);
-        }
-        let mut maps = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, map)) = maps.iter().find(|(n, _)| n == input.name()) {
-            return Ok(Some(map.clone()));
+        };
+        let stamp = FileStamp::of(path);
+        let mut maps = self.lock();
+        if let Some(at) = maps.iter().position(|m| m.name == *input.name()) {
+            if stamp.is_some() && maps[at].stamp == stamp {
+                return Ok(Some(maps[at].map.clone()));
+            }
+            maps.remove(at);
         }
         let storage = input.storage().clone().with_access(access);
         let object = storage.open(input.address()).map_err(|e| input.err(e))?;
@@ -251,7 +329,11 @@ impl Maps {
         if maps.len() == Self::KEEP {
             maps.pop_front();
         }
-        maps.push_back((input.name().clone(), map.clone()));
+        maps.push_back(Mapped {
+            name: input.name().clone(),
+            stamp,
+            map: map.clone(),
+        });
         Ok(Some(map))
     }
 }
@@ -334,6 +416,15 @@ impl ReadOptions {
     #[must_use]
     pub fn with_access(mut self, access: Access) -> Self {
         self.access = access;
+        self
+    }
+
+    /// Where maps are kept between opens. By default, a `Maps` of these
+    /// options' own; one shared by several readers keeps files mapped
+    /// from one to the next.
+    #[must_use]
+    pub fn with_maps(mut self, maps: Arc<Maps>) -> Self {
+        self.maps = maps;
         self
     }
 
@@ -996,4 +1087,65 @@ fn cannot_write(format: &(impl Format + ?Sized)) -> BoxError {
     Box::new(crate::TensorError::Unsupported {
         what: format!("{} cannot write", format.name()),
     })
+}
+
+#[cfg(test)]
+// The tests map files of their own folder.
+#[allow(unsafe_code)]
+mod maps_tests {
+    use super::*;
+
+    fn mapped(maps: &Maps, path: &Path) -> Bytes {
+        // SAFETY: the files live in the test's own folder and are replaced
+        // (renamed over, or written anew) only between maps, never while a
+        // map of them is read.
+        let access = unsafe { Access::mmap() };
+        maps.map(access, &Input::local(path)).unwrap().unwrap()
+    }
+
+    #[test]
+    fn shared_maps_are_reused_until_the_file_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data");
+        std::fs::write(&path, b"first version").unwrap();
+        let maps = Arc::new(Maps::new());
+        let one = ReadOptions::new().with_maps(maps.clone());
+        let two = ReadOptions::new().with_maps(maps.clone());
+        let a = mapped(&one.maps, &path);
+        let b = mapped(&two.maps, &path);
+        assert_eq!(&a[..], b"first version");
+        assert_eq!(a.as_ptr(), b.as_ptr(), "the second reader reuses the map");
+        drop((a, b));
+        assert_eq!(maps.len(), 1);
+
+        // Rewritten at another length: mapped again, the new bytes.
+        std::fs::write(&path, b"second, longer version").unwrap();
+        assert_eq!(&mapped(&maps, &path)[..], b"second, longer version");
+        // Replaced by another file of the same length (a new inode).
+        let other = dir.path().join("other");
+        std::fs::write(&other, b"third, a longer version").unwrap();
+        std::fs::write(&path, b"third, a longer versioN").unwrap();
+        let before = mapped(&maps, &path);
+        std::fs::rename(&other, &path).unwrap();
+        assert_eq!(&mapped(&maps, &path)[..], b"third, a longer version");
+        // The slices handed out before stay valid: the replaced file's
+        // map lives on in them.
+        assert_eq!(&before[..], b"third, a longer versioN");
+        assert_eq!(maps.len(), 1, "one map per file name");
+
+        maps.clear();
+        assert!(maps.is_empty());
+        // A loader's own maps are not shared.
+        assert!(!Arc::ptr_eq(&ReadOptions::new().maps, &one.maps));
+    }
+
+    #[test]
+    fn read_access_maps_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data");
+        std::fs::write(&path, b"bytes").unwrap();
+        let maps = Maps::new();
+        assert!(maps.map(Access::read(), &Input::local(&path)).unwrap().is_none());
+        assert!(maps.is_empty());
+    }
 }

@@ -34,12 +34,13 @@ impl FramedFile {
         entries: Vec<(u64, u64)>,
         options: &ReadOptions,
     ) -> Result<Self, TensorError> {
-        // Mapped once, for as long as the files are read by number.
-        let storage = input.storage().clone().with_access(options.access);
-        let object = storage
+        // Mapped once, for as long as the files are read by number (and
+        // longer where the options' maps are kept between loaders).
+        let mapped = options.maps.map(options.access, input)?;
+        let object = input
+            .storage()
             .open(input.address())
             .map_err(|e| crate::StorageError::new(input.name().clone(), e))?;
-        let mapped = object.map().cloned();
         Ok(FramedFile {
             input: input.clone(),
             object,
