@@ -63,6 +63,8 @@ for r in $(seq "$ROUNDS"); do
     --min-seconds "$SECS" --warmup-steps 10 --json "$AVRO" | j py-avro
   "$GRIST" bench --spec "$DATA/prod19.atds.json" --batch-size 1024 --threads 2 --min-seconds "$SECS" \
     --json "$AVRO" | j cli-avro
+  "$GRIST" bench --spec "$DATA/prod19.atds.json" --batch-size 1024 --threads 2 --min-seconds "$SECS" \
+    --loader-per-pass --json "$AVRO" | j cli-avro-per-pass
   "$PY" "$HERE/atds_bench.py" --spec "$DATA/prod19.atds.json" --batch-size 1024 --num-parallel-calls 2 \
     --min-seconds "$SECS" --warmup-steps 10 --steady --json "$AVRO" 2>/dev/null | j atds-steady
   "$PYG" "$HERE/python_bench.py" --reader grist --spec "$DATA/prod19.atds.json" --threads 2 \
@@ -75,6 +77,8 @@ for r in $(seq "$ROUNDS"); do
     --min-seconds "$SECS" --warmup-steps 10 --json "$TFR" | j torch-tfrecord
   "$GRIST" bench --spec "$DATA/prod19.spec.json" --batch-size 1024 --threads 2 --min-seconds "$SECS" \
     --json "$TFR" | j cli-tfrecord
+  "$GRIST" bench --spec "$DATA/prod19.spec.json" --batch-size 1024 --threads 2 --min-seconds "$SECS" \
+    --loader-per-pass --json "$TFR" | j cli-tfrecord-per-pass
   "$PY" "$HERE/tf_bench.py" --spec "$DATA/prod19.spec.json" --batch-size 1024 --threads 2 \
     --min-seconds "$SECS" --warmup-steps 10 --steady --json "$TFR" 2>/dev/null | j tfdata-steady
   "$PYG" "$HERE/python_bench.py" --reader grist --spec "$DATA/prod19.spec.json" --threads 2 \
@@ -119,6 +123,8 @@ print(f"grist (Python, Avro) / ATDS:                  {ratio('py-avro', 'atds')}
 print(f"grist (Python, TFRecord) / tf.data:           {ratio('py-tfrecord', 'tfdata')} (per CPU-s {ratio('py-tfrecord', 'tfdata', mc)})   goal >= 5x")
 print(f"grist (Python) / grist bench, Avro:           {ratio('py-avro', 'cli-avro')}   goal >= 0.90")
 print(f"grist (Python) / grist bench, TFRecord:       {ratio('py-tfrecord', 'cli-tfrecord')}   goal >= 0.90")
+print(f"grist (Python) / grist bench --loader-per-pass (both a loader per epoch): "
+      f"Avro {ratio('py-avro', 'cli-avro-per-pass')}, TFRecord {ratio('py-tfrecord', 'cli-tfrecord-per-pass')}   goal >= 0.90")
 print("steady state (one endless iterator each, as grist bench runs; no start-up per epoch):")
 print(f"  grist (Python, Avro) / ATDS:                {ratio('py-avro-steady', 'atds-steady')} (per CPU-s {ratio('py-avro-steady', 'atds-steady', mc)})   goal >= 10x")
 print(f"  grist (Python, TFRecord) / tf.data:         {ratio('py-tfrecord-steady', 'tfdata-steady')} (per CPU-s {ratio('py-tfrecord-steady', 'tfdata-steady', mc)})   goal >= 5x")

@@ -5,8 +5,10 @@
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use grist::tensor::Maps;
 use grist::{Access, Epochs, Loader, Stats, Threads};
 use serde_json::json;
 
@@ -98,6 +100,13 @@ pub(crate) struct Args {
     #[arg(long)]
     mmap: bool,
 
+    /// Build a new loader for each pass, as a training loop that makes one
+    /// per epoch does (PyTorch's DataLoader, `grist.Loader(epochs=1)`):
+    /// each pass pays the loader's start and its tail. The time to build
+    /// each loader counts. With --mmap the loaders share their maps.
+    #[arg(long)]
+    loader_per_pass: bool,
+
     /// Keep going until this many seconds have passed (0: one pass).
     #[arg(long, value_name = "S", default_value_t = 3.0)]
     min_seconds: f64,
@@ -148,8 +157,8 @@ fn access(mmap: bool) -> Access {
     }
 }
 
-/// The loader of `args`.
-fn loader(args: &Args, epochs: Epochs) -> anyhow::Result<Loader> {
+/// The loader of `args`, keeping its maps in `maps`.
+fn loader(args: &Args, epochs: Epochs, maps: &Arc<Maps>) -> anyhow::Result<Loader> {
     let loaded = load_spec(&args.spec)?;
     let mut builder = grist::loader()
         .with_storage(crate::sources::storage()?)
@@ -162,6 +171,7 @@ fn loader(args: &Args, epochs: Epochs) -> anyhow::Result<Loader> {
         .with_cycle_length(args.cycle_length as usize)
         .with_check_crc(!args.no_crc)
         .with_access(access(args.mmap))
+        .with_maps(maps.clone())
         .with_epochs(epochs);
     if let Some(b) = args.batch_size {
         builder = builder.with_batch_size(b as usize);
@@ -180,8 +190,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let Ok(min_time) = Duration::try_from_secs_f64(args.min_seconds) else {
         anyhow::bail!("--min-seconds must be a non-negative number of seconds");
     };
-    let mut loader = loader(&args, Epochs::Endless)?;
-    let m = measure(&mut loader, min_time)?;
+    let maps = Arc::new(Maps::new());
+    let (loader, m) = if args.loader_per_pass {
+        measure_per_pass(&args, &maps, min_time)?
+    } else {
+        let mut loader = loader(&args, Epochs::Endless, &maps)?;
+        let m = measure(&mut loader, min_time)?;
+        (loader, m)
+    };
     let pass_bytes = m.bytes.checked_div(m.passes).unwrap_or(0);
 
     let seconds = m.elapsed.as_secs_f64().max(1e-9);
@@ -233,7 +249,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             _ => "threads autotuned".to_string(),
         };
         out.line(format_args!(
-            "{files}: {} {} per pass; batch {}, {threads}, {shuffle}, {}",
+            "{files}: {} {} per pass; batch {}, {threads}, {shuffle}, {}{}",
             loader.format().name(),
             fmt::bytes(pass_bytes),
             loader.batch_size(),
@@ -242,6 +258,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 (false, false) => "checksums checked",
                 (true, true) => "checksums off, memory-mapped",
                 (false, true) => "checksums checked, memory-mapped",
+            },
+            if args.loader_per_pass {
+                ", a loader per pass"
+            } else {
+                ""
             },
         ))?;
         out.line(format_args!(
@@ -333,6 +354,51 @@ fn measure(loader: &mut Loader, min: Duration) -> anyhow::Result<Measured> {
     m.cpu = cpu_start.and_then(|s| cpu_time().map(|e| e.saturating_sub(s)));
     m.stats = loader.stats();
     Ok(m)
+}
+
+/// Builds a loader of one pass, reads it to its end, and again, until
+/// `min` has passed (at least one pass); the time and CPU include the
+/// builds. Returns the last loader.
+fn measure_per_pass(
+    args: &Args,
+    maps: &Arc<Maps>,
+    min: Duration,
+) -> anyhow::Result<(Loader, Measured)> {
+    let cpu_start = cpu_time();
+    let start = Instant::now();
+    let mut total: Option<Measured> = None;
+    loop {
+        let mut loader = loader(args, Epochs::Count(1), maps)?;
+        let pass = measure(&mut loader, Duration::ZERO)?;
+        let empty = pass.records == 0;
+        let m = match total.take() {
+            None => pass,
+            Some(mut m) => {
+                m.passes += pass.passes;
+                m.bytes += pass.bytes;
+                m.records += pass.records;
+                m.batches += pass.batches;
+                m.batch_times.extend(pass.batch_times);
+                let (s, p) = (&mut m.stats, pass.stats);
+                s.io_wait += p.io_wait;
+                s.decode += p.decode;
+                s.read += p.read;
+                if s.threads_used.len() < p.threads_used.len() {
+                    s.threads_used.resize(p.threads_used.len(), 0);
+                }
+                for (a, b) in s.threads_used.iter_mut().zip(p.threads_used) {
+                    *a += b;
+                }
+                m
+            }
+        };
+        let m = total.insert(m);
+        if empty || start.elapsed() >= min {
+            m.elapsed = start.elapsed();
+            m.cpu = cpu_start.and_then(|s| cpu_time().map(|e| e.saturating_sub(s)));
+            return Ok((loader, total.expect("set above")));
+        }
+    }
 }
 
 /// The CPU time (user + system) of this process so far, from

@@ -1145,7 +1145,11 @@ mod maps_tests {
         let path = dir.path().join("data");
         std::fs::write(&path, b"bytes").unwrap();
         let maps = Maps::new();
-        assert!(maps.map(Access::read(), &Input::local(&path)).unwrap().is_none());
+        assert!(
+            maps.map(Access::read(), &Input::local(&path))
+                .unwrap()
+                .is_none()
+        );
         assert!(maps.is_empty());
     }
 }
