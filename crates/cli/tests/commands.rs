@@ -380,6 +380,25 @@ fn gen_then_cat_count_and_bench() {
         assert_eq!(doc["bytes"].as_u64(), Some(size * passes), "{doc}");
         assert!(doc["seconds"].as_f64().unwrap() >= 0.2);
     }
+    // A loader per pass, mapped or read: the same whole passes.
+    for mmap in [false, true] {
+        let mut args = vec![
+            "--min-seconds",
+            "0.2",
+            "--loader-per-pass",
+            "--batch-size",
+            "64",
+        ];
+        if mmap {
+            args.push("--mmap");
+        }
+        let doc = bench_json(&spec, &plain, &args);
+        let passes = doc["passes"].as_u64().unwrap();
+        assert!(passes >= 2, "{doc}");
+        assert_eq!(doc["records"].as_u64(), Some(300 * passes), "{doc}");
+        assert_eq!(doc["batches"].as_u64(), Some(5 * passes), "{doc}");
+        assert_eq!(doc["bytes"].as_u64(), Some(size * passes), "{doc}");
+    }
 
     let run = grist([
         "bench".as_ref(),
