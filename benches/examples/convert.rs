@@ -59,7 +59,7 @@ fn parse_args() -> Result<Args, String> {
         options: WriteOptions::new(),
         options_text: Vec::new(),
         threads: 1,
-        batch: 1024,
+        batch: grist::DEFAULT_BATCH,
         records_per_file: 1_000_000,
         rounds: 1,
         out: PathBuf::new(),

@@ -36,6 +36,13 @@ use crate::manifest::{self, Manifest, ManifestPart, Shard};
 /// The name of the spec file written beside the outputs.
 pub const SPEC_FILE: &str = "spec.json";
 
+/// The records per batch a conversion reads and encodes at once, unless
+/// [`ConvertTarget::with_batch_size`] says otherwise: small enough that a
+/// batch's columns are still in the core's cache when they are encoded
+/// and its records when they are written (docs/BENCHMARKS.md,
+/// "Conversion").
+pub const DEFAULT_BATCH: usize = 256;
+
 /// How output files are cut.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -113,7 +120,7 @@ impl ConvertTarget {
             options: WriteOptions::default(),
             split: Split::RecordsPerFile(1_000_000),
             threads: 2,
-            batch_size: 1024,
+            batch_size: DEFAULT_BATCH,
             storage: Storage::new(),
             source_format: None,
             reader_schema: None,
@@ -192,7 +199,7 @@ impl ConvertTarget {
     }
 
     /// Records per batch read and encoded at once (at least 1). By
-    /// default, 1024.
+    /// default, [`DEFAULT_BATCH`].
     #[must_use]
     pub fn with_batch_size(mut self, records: usize) -> Self {
         self.batch_size = records.max(1);

@@ -89,8 +89,8 @@ mod convert;
 mod manifest;
 
 pub use convert::{
-    ConvertError, ConvertProgress, ConvertReport, ConvertTarget, SPEC_FILE, Split, convert,
-    infer_spec,
+    ConvertError, ConvertProgress, ConvertReport, ConvertTarget, DEFAULT_BATCH, SPEC_FILE, Split,
+    convert, infer_spec,
 };
 pub use manifest::{
     CONVERT_FILE, MANIFEST_FILE, Manifest, ManifestPart, PAUSE_BEFORE_MANIFEST, Shard, merge_shards,
