@@ -333,6 +333,20 @@ def test_mmap_loaders_share_the_maps_until_released(tmp_path):
     assert [b["x"].tolist() for e in epochs for b in e] == [list(range(10))] * 2
     del epochs
     assert _mapped_now(path), "kept after the loaders ended"
+    if hasattr(os, "fork"):
+        # A forked child (a DataLoader worker) reads mapped without the
+        # parent's kept maps: it keeps none of its own.
+        pid = os.fork()
+        if pid == 0:
+            ok = False
+            try:
+                (b,) = list(grist.Loader(path, spec, batch_size=10, mmap=True, epochs=1))
+                ok = b["x"].tolist() == list(range(10)) and grist.release_maps() == 0
+            finally:
+                os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert _mapped_now(path), "the parent's maps are its own"
     with grist.Writer(path, "tfrecord", spec) as w:  # replaced by rename: a new file
         w.write({"x": np.arange(100, 107, dtype=np.int64)})
     (batch,) = list(grist.Loader(path, spec, batch_size=10, mmap=True, epochs=1))

@@ -244,8 +244,25 @@ impl Deferred {
 /// assert!(Arc::ptr_eq(&epoch_1.maps, &epoch_2.maps));
 /// maps.clear(); // unmaps (once no chunk of them is alive)
 /// ```
-#[derive(Debug, Default)]
-pub struct Maps(Mutex<VecDeque<Mapped>>);
+///
+/// In a process forked from the one that made it (a DataLoader worker),
+/// a `Maps` keeps nothing: it maps each file afresh and never takes its
+/// lock, which another thread of the parent may have held at the fork.
+#[derive(Debug)]
+pub struct Maps {
+    kept: Mutex<VecDeque<Mapped>>,
+    /// The process the maps are kept for.
+    pid: u32,
+}
+
+impl Default for Maps {
+    fn default() -> Self {
+        Maps {
+            kept: Mutex::default(),
+            pid: std::process::id(),
+        }
+    }
+}
 
 /// One kept map and what the file was when it was mapped.
 #[derive(Debug)]
@@ -292,12 +309,14 @@ impl Maps {
     /// Drops every kept map: each is unmapped once no chunk or batch cut
     /// from it is alive.
     pub fn clear(&self) {
-        self.lock().clear();
+        if let Some(mut kept) = self.lock() {
+            kept.clear();
+        }
     }
 
     /// How many maps are kept.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().map_or(0, |kept| kept.len())
     }
 
     /// True when no map is kept.
@@ -305,8 +324,10 @@ impl Maps {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Mapped>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    /// The kept maps; `None` in a forked child.
+    fn lock(&self) -> Option<std::sync::MutexGuard<'_, VecDeque<Mapped>>> {
+        (std::process::id() == self.pid)
+            .then(|| self.kept.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// The whole of `input` as bytes when `access` maps and `input` is a
@@ -317,23 +338,27 @@ impl Maps {
         };
         let stamp = FileStamp::of(path);
         let mut maps = self.lock();
-        if let Some(at) = maps.iter().position(|m| m.name == *input.name()) {
-            if stamp.is_some() && maps[at].stamp == stamp {
-                return Ok(Some(maps[at].map.clone()));
+        if let Some(maps) = &mut maps {
+            if let Some(at) = maps.iter().position(|m| m.name == *input.name()) {
+                if stamp.is_some() && maps[at].stamp == stamp {
+                    return Ok(Some(maps[at].map.clone()));
+                }
+                maps.remove(at);
             }
-            maps.remove(at);
         }
         let storage = input.storage().clone().with_access(access);
         let object = storage.open(input.address()).map_err(|e| input.err(e))?;
         let map = object.map().cloned().unwrap_or_default();
-        if maps.len() == Self::KEEP {
-            maps.pop_front();
+        if let Some(maps) = &mut maps {
+            if maps.len() == Self::KEEP {
+                maps.pop_front();
+            }
+            maps.push_back(Mapped {
+                name: input.name().clone(),
+                stamp,
+                map: map.clone(),
+            });
         }
-        maps.push_back(Mapped {
-            name: input.name().clone(),
-            stamp,
-            map: map.clone(),
-        });
         Ok(Some(map))
     }
 }
@@ -1137,6 +1162,24 @@ mod maps_tests {
         assert!(maps.is_empty());
         // A loader's own maps are not shared.
         assert!(!Arc::ptr_eq(&ReadOptions::new().maps, &one.maps));
+    }
+
+    #[test]
+    fn a_forked_child_keeps_no_maps() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data");
+        std::fs::write(&path, b"bytes").unwrap();
+        // As a child sees the Maps its parent made.
+        let inherited = Maps {
+            kept: Mutex::default(),
+            pid: std::process::id().wrapping_add(1),
+        };
+        let a = mapped(&inherited, &path);
+        let b = mapped(&inherited, &path);
+        assert_eq!((&a[..], &b[..]), (&b"bytes"[..], &b"bytes"[..]));
+        assert_ne!(a.as_ptr(), b.as_ptr(), "mapped afresh each time");
+        assert!(inherited.is_empty());
+        inherited.clear();
     }
 
     #[test]
