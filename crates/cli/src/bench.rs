@@ -371,32 +371,36 @@ fn measure_per_pass(
         let mut loader = loader(args, Epochs::Count(1), maps)?;
         let pass = measure(&mut loader, Duration::ZERO)?;
         let empty = pass.records == 0;
-        let m = match total.take() {
-            None => pass,
-            Some(mut m) => {
-                m.passes += pass.passes;
-                m.bytes += pass.bytes;
-                m.records += pass.records;
-                m.batches += pass.batches;
-                m.batch_times.extend(pass.batch_times);
-                let (s, p) = (&mut m.stats, pass.stats);
-                s.io_wait += p.io_wait;
-                s.decode += p.decode;
-                s.read += p.read;
-                if s.threads_used.len() < p.threads_used.len() {
-                    s.threads_used.resize(p.threads_used.len(), 0);
-                }
-                for (a, b) in s.threads_used.iter_mut().zip(p.threads_used) {
-                    *a += b;
-                }
-                m
-            }
-        };
-        let m = total.insert(m);
-        if empty || start.elapsed() >= min {
+        match &mut total {
+            Some(m) => m.add(pass),
+            None => total = Some(pass),
+        }
+        if let Some(mut m) = total.take_if(|_| empty || start.elapsed() >= min) {
             m.elapsed = start.elapsed();
             m.cpu = cpu_start.and_then(|s| cpu_time().map(|e| e.saturating_sub(s)));
-            return Ok((loader, total.expect("set above")));
+            return Ok((loader, m));
+        }
+    }
+}
+
+impl Measured {
+    /// Adds the counts and times of `pass` (not its elapsed time or CPU,
+    /// which the caller measures across passes).
+    fn add(&mut self, pass: Measured) {
+        self.passes += pass.passes;
+        self.bytes += pass.bytes;
+        self.records += pass.records;
+        self.batches += pass.batches;
+        self.batch_times.extend(pass.batch_times);
+        let (s, p) = (&mut self.stats, pass.stats);
+        s.io_wait += p.io_wait;
+        s.decode += p.decode;
+        s.read += p.read;
+        if s.threads_used.len() < p.threads_used.len() {
+            s.threads_used.resize(p.threads_used.len(), 0);
+        }
+        for (a, b) in s.threads_used.iter_mut().zip(p.threads_used) {
+            *a += b;
         }
     }
 }

@@ -69,7 +69,7 @@ pub use atomic::AtomicTarget;
 pub use error::{BoxError, Error, Result};
 pub use object::{LOCAL_COALESCE_GAP, Object, REMOTE_COALESCE_GAP, read_into};
 pub use pool::BufferPool;
-pub use storage::{Entry, MAX_BLOCK_SIZE, MIN_PART_SIZE, Meta, Retry, Storage};
+pub use storage::{Entry, MAX_BLOCK_SIZE, MIN_PART_SIZE, Meta, Retry, Storage, Version};
 pub use writer::{Digest, Writer};
 
 /// The README's examples, run as doc tests so that they stay true.

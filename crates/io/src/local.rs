@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::object::Backend;
-use crate::storage::{Config, MATCH};
+use crate::storage::{Config, MATCH, Version};
 use crate::{Address, Entry, Error, Meta, Object, Result};
 
 pub(crate) fn open(addr: &Address, path: &Path, config: &Config) -> Result<Object> {
@@ -43,6 +43,7 @@ pub(crate) fn stat(addr: &Address, path: &Path) -> Result<Option<Meta>> {
         Ok(m) => Ok(Some(Meta {
             size: if m.is_dir() { 0 } else { m.len() },
             is_dir: m.is_dir(),
+            version: (!m.is_dir()).then(|| Version::of(&m)),
         })),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::read(addr.name(), None, e)),

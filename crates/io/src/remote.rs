@@ -350,6 +350,7 @@ impl Store {
             return Ok(Some(Meta {
                 size: 0,
                 is_dir: true,
+                version: None,
             }));
         }
         block_on(within(&self.retry, name, None, async {
@@ -363,6 +364,7 @@ impl Store {
                         return Ok(Some(Meta {
                             size: meta.size,
                             is_dir: false,
+                            version: None,
                         }));
                     }
                     Err(object_store::Error::NotFound { .. }) => {}
@@ -378,6 +380,7 @@ impl Store {
                     Ok(Some(Meta {
                         size: 0,
                         is_dir: true,
+                        version: None,
                     }))
                 }
                 (_, Some(failure)) => Err(failure),

@@ -136,6 +136,39 @@ pub struct Meta {
     pub size: u64,
     /// True for a folder, or a prefix that has objects under it.
     pub is_dir: bool,
+    /// Which version of a local file this is (`None` for folders and
+    /// objects in a store).
+    pub version: Option<Version>,
+}
+
+/// What tells one version of a local file from another: its size,
+/// modification time and identity (device and inode). Two stats with
+/// equal versions saw the same file, unchanged as far as the file system
+/// tells (a file rewritten in place within the clock's resolution at the
+/// same size is the exception).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Version {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    id: (u64, u64),
+}
+
+impl Version {
+    /// The version of the file `meta` describes.
+    pub(crate) fn of(meta: &std::fs::Metadata) -> Version {
+        #[cfg(unix)]
+        let id = {
+            use std::os::unix::fs::MetadataExt;
+            (meta.dev(), meta.ino())
+        };
+        #[cfg(not(unix))]
+        let id = (0, 0);
+        Version {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            id,
+        }
+    }
 }
 
 /// A file found by [`Storage::list`] or [`Storage::glob`].

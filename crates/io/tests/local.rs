@@ -290,3 +290,22 @@ fn a_dropped_writer_leaves_nothing() {
     drop(w);
     assert!(dir_entries(dir.path()).is_empty());
 }
+
+#[test]
+fn a_files_version_changes_with_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("f"), b"spec").unwrap();
+    let storage = Storage::new();
+    let f = at(dir.path(), "f");
+    let version = |a: &Address| storage.stat(a).unwrap().unwrap().version;
+    let first = version(&f);
+    assert!(first.is_some());
+    assert_eq!(version(&f), first, "unchanged");
+    std::fs::write(dir.path().join("f"), b"spec, longer").unwrap();
+    let longer = version(&f);
+    assert_ne!(longer, first, "rewritten at another size");
+    std::fs::write(dir.path().join("g"), b"spec, LONGER").unwrap();
+    std::fs::rename(dir.path().join("g"), dir.path().join("f")).unwrap();
+    assert_ne!(version(&f), longer, "replaced by another file");
+    assert_eq!(version(&Address::from(dir.path())), None, "a folder");
+}

@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use grist_io::{Address, BufferPool, Object, Storage};
+use grist_io::{Address, BufferPool, Object, Storage, Version};
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -264,36 +264,12 @@ impl Default for Maps {
     }
 }
 
-/// One kept map and what the file was when it was mapped.
+/// One kept map and the version of the file it maps.
 #[derive(Debug)]
 struct Mapped {
     name: Arc<str>,
-    stamp: Option<FileStamp>,
+    version: Option<Version>,
     map: Bytes,
-}
-
-/// What tells a file rewritten or replaced from the one that was mapped.
-#[derive(Debug, PartialEq, Eq)]
-struct FileStamp {
-    len: u64,
-    modified: Option<std::time::SystemTime>,
-    #[cfg(unix)]
-    id: (u64, u64),
-}
-
-impl FileStamp {
-    fn of(path: &Path) -> Option<FileStamp> {
-        let meta = std::fs::metadata(path).ok()?;
-        Some(FileStamp {
-            len: meta.len(),
-            modified: meta.modified().ok(),
-            #[cfg(unix)]
-            id: {
-                use std::os::unix::fs::MetadataExt;
-                (meta.dev(), meta.ino())
-            },
-        })
-    }
 }
 
 impl Maps {
@@ -333,14 +309,19 @@ impl Maps {
     /// The whole of `input` as bytes when `access` maps and `input` is a
     /// local file, `None` when it is read.
     pub fn map(&self, access: Access, input: &Input) -> Result<Option<Bytes>, StorageError> {
-        let Some(path) = input.path().filter(|_| access.is_mmap()) else {
+        if !access.is_mmap() || input.path().is_none() {
             return Ok(None);
-        };
-        let stamp = FileStamp::of(path);
+        }
+        let version = input
+            .storage()
+            .stat(input.address())
+            .ok()
+            .flatten()
+            .and_then(|meta| meta.version);
         let mut maps = self.lock();
         if let Some(maps) = &mut maps {
             if let Some(at) = maps.iter().position(|m| m.name == *input.name()) {
-                if stamp.is_some() && maps[at].stamp == stamp {
+                if version.is_some() && maps[at].version == version {
                     return Ok(Some(maps[at].map.clone()));
                 }
                 maps.remove(at);
@@ -355,7 +336,7 @@ impl Maps {
             }
             maps.push_back(Mapped {
                 name: input.name().clone(),
-                stamp,
+                version,
                 map: map.clone(),
             });
         }
