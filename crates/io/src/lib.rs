@@ -54,6 +54,8 @@
 mod access;
 mod address;
 mod atomic;
+#[cfg(target_os = "linux")]
+mod direct;
 mod error;
 mod local;
 mod object;

@@ -5,6 +5,8 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
+#[cfg(target_os = "linux")]
+use crate::direct::{ALIGN, DIRECT_FROM, Direct};
 #[cfg(feature = "remote")]
 use crate::remote;
 use crate::{Address, AtomicTarget, Error, Result};
@@ -106,14 +108,20 @@ impl Digest {
 
 enum Kind {
     Local {
+        /// The tail being written past the page cache, once the file is
+        /// large. (Before `target`: dropped first, its thread joined
+        /// before the temporary file is removed.)
+        #[cfg(target_os = "linux")]
+        direct: Option<Direct>,
+        /// Whether the tail may still go past the page cache (not after a
+        /// seek, a read, a flush, or a file system that refused).
+        #[cfg(target_os = "linux")]
+        may_direct: bool,
         file: File,
         target: AtomicTarget,
     },
     #[cfg(feature = "remote")]
-    Remote {
-        spool: File,
-        upload: remote::Upload,
-    },
+    Remote { spool: File, upload: remote::Upload },
     #[cfg(feature = "remote")]
     Stream(remote::StreamUpload),
 }
@@ -124,7 +132,14 @@ impl Writer {
             AtomicTarget::create(path).map_err(|e| Error::write(addr.name(), e))?;
         Ok(Writer {
             address: addr.clone(),
-            kind: Kind::Local { file, target },
+            kind: Kind::Local {
+                file,
+                target,
+                #[cfg(target_os = "linux")]
+                direct: None,
+                #[cfg(target_os = "linux")]
+                may_direct: true,
+            },
             at: 0,
             digest: Some(Digest::default()),
             behind_at: 0,
@@ -189,10 +204,11 @@ impl Writer {
 
     /// Makes the bytes written visible under the final name: syncs and
     /// renames a local file, uploads an object.
-    pub fn commit(self) -> Result<()> {
+    pub fn commit(mut self) -> Result<()> {
         let name = self.address.name().clone();
+        self.settle().map_err(|e| Error::write(&name, e))?;
         match self.kind {
-            Kind::Local { file, target } => {
+            Kind::Local { file, target, .. } => {
                 drop(file);
                 target.sync().map_err(|e| Error::write(&name, e))?;
                 target.commit().map_err(|e| Error::write(&name, e))
@@ -220,6 +236,15 @@ impl Writer {
             #[cfg(feature = "remote")]
             Kind::Stream(_) => None,
         }
+    }
+
+    /// Whether the bytes go past the page cache now.
+    fn is_direct(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        if let Kind::Local { direct, .. } = &self.kind {
+            return direct.is_some();
+        }
+        false
     }
 
     /// The target of a local file (whose pages are written back behind).
@@ -258,6 +283,10 @@ impl fmt::Debug for Writer {
 
 impl Writer {
     fn write_inner(&mut self, buf: &[u8]) -> io::Result<usize> {
+        #[cfg(target_os = "linux")]
+        if let Some(n) = self.write_direct(buf)? {
+            return Ok(n);
+        }
         if let Some(file) = self.file() {
             return file.write(buf);
         }
@@ -269,12 +298,76 @@ impl Writer {
     }
 }
 
+#[cfg(target_os = "linux")]
+impl Writer {
+    /// Appends to a large local file past the page cache (see
+    /// [`direct`](crate::direct)): `None` when the bytes go the usual way.
+    fn write_direct(&mut self, buf: &[u8]) -> io::Result<Option<usize>> {
+        let appending = self.digest.is_some_and(|d| d.size == self.at);
+        let Kind::Local {
+            file,
+            target,
+            direct,
+            may_direct,
+        } = &mut self.kind
+        else {
+            return Ok(None);
+        };
+        if let Some(d) = direct {
+            return d.write(buf).map(Some);
+        }
+        if !*may_direct || !appending || self.at < DIRECT_FROM {
+            return Ok(None);
+        }
+        let misaligned = self.at % ALIGN;
+        if misaligned != 0 {
+            // The usual way up to an aligned offset.
+            let n = buf.len().min((ALIGN - misaligned) as usize);
+            return file.write(&buf[..n]).map(Some);
+        }
+        match Direct::start(target.tmp(), file, self.at) {
+            Some(mut d) => {
+                let n = d.write(buf)?;
+                *direct = Some(d);
+                Ok(Some(n))
+            }
+            None => {
+                *may_direct = false;
+                Ok(None)
+            }
+        }
+    }
+}
+
+impl Writer {
+    /// Ends writing past the page cache (for good): every byte is then in
+    /// the file and its handle's cursor where the writer is.
+    fn settle(&mut self) -> io::Result<()> {
+        #[cfg(target_os = "linux")]
+        if let Kind::Local {
+            file,
+            direct,
+            may_direct,
+            ..
+        } = &mut self.kind
+        {
+            *may_direct = false;
+            if let Some(d) = direct.take() {
+                d.finish()?;
+                file.seek(SeekFrom::Start(self.at))?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Write for Writer {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.write_inner(buf)?;
         self.wrote(&buf[..n.min(buf.len())]);
         if self.at >= self.behind_at + WRITE_BEHIND_BYTES {
-            if let Some(target) = self.local_target() {
+            // Bytes past the page cache need no writing back.
+            if let Some(target) = self.local_target().filter(|_| !self.is_direct()) {
                 target.write_behind();
                 self.behind_at = self.at;
             }
@@ -283,6 +376,7 @@ impl Write for Writer {
     }
 
     fn flush(&mut self) -> io::Result<()> {
+        self.settle()?;
         match self.file() {
             Some(file) => file.flush(),
             // Parts go up when full; the rest on commit.
@@ -293,6 +387,7 @@ impl Write for Writer {
 
 impl Read for Writer {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.settle()?;
         let n = match self.file() {
             Some(file) => file.read(buf)?,
             None => return Err(self.cannot("reading back a streaming upload")),
@@ -304,6 +399,7 @@ impl Read for Writer {
 
 impl Seek for Writer {
     fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
+        self.settle()?;
         if let Some(file) = self.file() {
             let at = file.seek(pos)?;
             self.at = at;
@@ -325,6 +421,85 @@ impl Seek for Writer {
 mod tests {
     use super::*;
     use crate::Storage;
+
+    /// Writes `len` bytes of a pattern in writes of odd sizes: the bytes,
+    /// and whether the tail went past the page cache.
+    fn write_odd_sizes(w: &mut Writer, len: usize) -> (Vec<u8>, bool) {
+        let want: Vec<u8> = (0..len as u32)
+            .map(|i| (i * 31 + (i >> 11)) as u8)
+            .collect();
+        let (mut at, mut step, mut direct) = (0, 1usize, false);
+        while at < len {
+            let end = (at + step).min(len);
+            w.write_all(&want[at..end]).unwrap();
+            direct |= w.is_direct();
+            at = end;
+            step = step * 13 % 700_001 + 1;
+        }
+        (want, direct)
+    }
+
+    #[test]
+    fn a_large_file_appended_goes_past_the_page_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("large");
+        let mut w = Storage::new().create(&Address::from(path.clone())).unwrap();
+        let (want, direct) = write_odd_sizes(&mut w, (DIRECT_FROM as usize) * 2 + 4_321);
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            let probe = dir.path().join("probe");
+            let takes_direct = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(&probe)
+                .is_ok();
+            let _ = std::fs::remove_file(&probe);
+            if takes_direct {
+                assert!(direct, "past {DIRECT_FROM} bytes the writes go direct");
+            }
+        }
+        let digest = w.commit_with_digest().unwrap();
+        assert_eq!(digest, Some(Digest::of(&want)));
+        assert_eq!(std::fs::read(&path).unwrap(), want);
+    }
+
+    #[test]
+    fn seeking_back_after_direct_writes_keeps_every_byte() {
+        // The FFRecord and OFRecord writers' way: a header written last,
+        // then a read back.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("large");
+        let mut w = Storage::new().create(&Address::from(path.clone())).unwrap();
+        let (mut want, _) = write_odd_sizes(&mut w, (DIRECT_FROM as usize) + 3 * (2 << 20) + 77);
+        let end = want.len() as u64;
+        assert_eq!(w.stream_position().unwrap(), end);
+        assert!(!w.is_direct());
+        w.seek(SeekFrom::Start(4)).unwrap();
+        w.write_all(b"HEAD").unwrap();
+        want[4..8].copy_from_slice(b"HEAD");
+        w.seek(SeekFrom::Start(end - 10)).unwrap();
+        let mut tail = Vec::new();
+        w.read_to_end(&mut tail).unwrap();
+        assert_eq!(tail, want[want.len() - 10..]);
+        // Appending again after the seek: the usual way, at the end.
+        w.write_all(b"more").unwrap();
+        want.extend_from_slice(b"more");
+        assert!(!w.is_direct());
+        w.commit().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), want);
+    }
+
+    #[test]
+    fn dropped_while_writing_direct_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("large");
+        let mut w = Storage::new().create(&Address::from(path.clone())).unwrap();
+        write_odd_sizes(&mut w, (DIRECT_FROM as usize) + 5 * (2 << 20));
+        drop(w);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
 
     #[test]
     fn a_large_local_file_is_written_back_while_written() {
