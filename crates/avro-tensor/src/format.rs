@@ -162,6 +162,11 @@ impl Format for AvroFormat {
         }))
     }
 
+    /// Counting walks every datum (a block's count is only a claim).
+    fn counts_cheaply(&self) -> bool {
+        false
+    }
+
     /// Reads every block (sync marker, codec) and every datum, checked
     /// against its block's record count: an Avro block's count alone is
     /// not checked until its datums are walked.

@@ -172,6 +172,12 @@ impl Format for FfrFormat {
         crate::sink::encoder(crate::sink::payload(self.payload, options)?, spec, options)
     }
 
+    /// The header holds the count and every sample's offset: known up
+    /// front, the samples are written in place rather than moved.
+    fn wants_record_counts(&self) -> bool {
+        true
+    }
+
     fn create(
         &self,
         storage: &grist_io::Storage,

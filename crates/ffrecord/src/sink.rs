@@ -66,6 +66,10 @@ impl RecordSink for FfrSink {
         self.writer.samples()
     }
 
+    fn expect_records(&mut self, records: u64) -> std::result::Result<(), BoxError> {
+        Ok(self.writer.expect_samples(records)?)
+    }
+
     fn finish(self: Box<Self>) -> std::result::Result<Written, BoxError> {
         let summary = self.writer.finish()?;
         Ok(Written::new(summary.samples, summary.bytes).with_digest(summary.digest))

@@ -144,14 +144,7 @@ impl FfrWriter {
             source,
         };
         let start = match options.count {
-            Some(n) => header_len(n)
-                .filter(|&l| l <= i64::MAX as u64)
-                .ok_or_else(|| {
-                    io_err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!("{n} samples need a header longer than a file can be"),
-                    ))
-                })?,
+            Some(n) => samples_start(n).map_err(io_err)?,
             None => 0,
         };
         let mut out = storage
@@ -171,6 +164,56 @@ impl FfrWriter {
         })
     }
 
+    /// Declares, before the first sample, that the file will hold `n`
+    /// samples (as [`WriterOptions::with_count`] does up front): they
+    /// are then written in place after the header's room, not moved
+    /// there by [`finish`](Self::finish), which fails with
+    /// [`Error::CountMismatch`] if another number was written.
+    ///
+    /// Fails with [`Error::Io`] after the first sample, or for a count
+    /// other than one declared before.
+    ///
+    /// ```
+    /// use grist_ffrecord::{FfrWriter, WriterOptions};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let mut w = FfrWriter::create(dir.path().join("a.ffr"), WriterOptions::default())?;
+    /// w.expect_samples(2)?;
+    /// w.write_sample(b"hello")?;
+    /// w.write_sample(b"ffrecord!")?;
+    /// assert_eq!(w.finish()?.bytes, 50);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn expect_samples(&mut self, n: u64) -> Result<()> {
+        let refuse = |reason: String| {
+            Err(io_error(
+                &self.name,
+                io::Error::new(io::ErrorKind::InvalidInput, reason),
+            ))
+        };
+        if !self.checksums.is_empty() {
+            return refuse(format!(
+                "the count of samples ({n}) must be declared before the first sample"
+            ));
+        }
+        match self.count {
+            Some(m) if m == n => return Ok(()),
+            Some(m) => return refuse(format!("{m} samples were declared already, not {n}")),
+            None => {}
+        }
+        let start = samples_start(n).map_err(|e| io_error(&self.name, e))?;
+        let result = match (&mut self.out, self.failed) {
+            (Some(out), false) => out.seek(SeekFrom::Start(start)).map(drop),
+            _ => Err(earlier_failure()),
+        };
+        if let Err(source) = result {
+            self.fail();
+            return Err(io_error(&self.name, source));
+        }
+        self.count = Some(n);
+        Ok(())
+    }
+
     /// Appends one sample.
     ///
     /// Fails with [`Error::TooManySamples`] past a declared count (the
@@ -185,7 +228,14 @@ impl FfrWriter {
                 });
             }
         }
+        let first_unplaced = self.checksums.is_empty() && self.count.is_none();
         let result = match (&mut self.out, self.failed) {
+            // `finish` reads the samples back to move them behind the
+            // header: from the page cache, not the disk.
+            (Some(out), false) if first_unplaced => out
+                .get_mut()
+                .keep_cached()
+                .and_then(|()| out.write_all(sample)),
             (Some(out), false) => out.write_all(sample),
             _ => Err(earlier_failure()),
         };
@@ -263,6 +313,18 @@ impl FfrWriter {
             digest: Some(grist_io::Digest::of(&header).then(self.digest)),
         })
     }
+}
+
+/// Where the samples of a file of `n` samples start: after its header.
+fn samples_start(n: u64) -> io::Result<u64> {
+    header_len(n)
+        .filter(|&l| l <= i64::MAX as u64)
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{n} samples need a header longer than a file can be"),
+            )
+        })
 }
 
 /// Moves the first `len` bytes of `file` up by `by` bytes, the last block

@@ -56,13 +56,17 @@ fn known_and_unknown_counts_write_the_same_file() {
             })
             .collect();
         let expected = encode_file(samples.iter().map(|s| &s[..]));
-        for count in [Some(n as u64), None] {
+        // Declared up front, declared before the first sample, unknown.
+        for (count, declared) in [(Some(n as u64), None), (None, Some(n as u64)), (None, None)] {
             let path = dir.path().join(format!("r{round}.ffr"));
             let buffer = 1 + rng.below(10_000) as usize;
             let options = WriterOptions::default()
                 .with_count(count)
                 .with_buffer_size(buffer);
             let mut w = FfrWriter::create(&path, options).unwrap();
+            if let Some(d) = declared {
+                w.expect_samples(d).unwrap();
+            }
             for s in &samples {
                 w.write_sample(s).unwrap();
             }
@@ -71,7 +75,7 @@ fn known_and_unknown_counts_write_the_same_file() {
             assert_eq!(
                 fs::read(&path).unwrap(),
                 expected,
-                "round {round} {count:?}"
+                "round {round} {count:?} {declared:?}"
             );
             let reader = FfrReader::open(&path, ReaderOptions::default()).unwrap();
             let all: Vec<u64> = (0..n as u64).collect();
@@ -200,4 +204,44 @@ fn huge_buffer_and_chunk_sizes_are_lowered() {
     for (i, s) in samples.iter().enumerate() {
         assert_eq!(chunk.record(i), Some(&s[..]));
     }
+}
+
+#[test]
+fn a_count_declared_late_is_kept_or_refused() {
+    let dir = temp_dir();
+    let path = dir.path().join("a.ffr");
+    // Fewer samples than declared: nothing under the name.
+    let mut w = FfrWriter::create(&path, WriterOptions::default()).unwrap();
+    w.expect_samples(3).unwrap();
+    w.expect_samples(3).unwrap();
+    assert!(w.expect_samples(4).is_err(), "another count");
+    w.write_sample(b"one").unwrap();
+    assert!(w.expect_samples(3).is_err(), "after the first sample");
+    assert!(matches!(
+        w.finish(),
+        Err(Error::CountMismatch {
+            declared: 3,
+            written: 1,
+            ..
+        })
+    ));
+    assert!(dir_entries(dir.path()).is_empty());
+}
+
+#[test]
+fn a_large_file_with_a_declared_count_is_written_in_place() {
+    // Past the storage layer's 16 MiB the samples go past the page cache
+    // after the header's room; the header is written last.
+    let dir = temp_dir();
+    let mut rng = Rng(7);
+    let samples: Vec<Vec<u8>> = (0..300).map(|_| rng.bytes(100_000)).collect();
+    let expected = encode_file(samples.iter().map(|s| &s[..]));
+    let path = dir.path().join("large.ffr");
+    let mut w = FfrWriter::create(&path, WriterOptions::default()).unwrap();
+    w.expect_samples(samples.len() as u64).unwrap();
+    for s in &samples {
+        w.write_sample(s).unwrap();
+    }
+    w.finish().unwrap();
+    assert!(fs::read(&path).unwrap() == expected);
 }

@@ -518,23 +518,39 @@ pub fn convert<P: Into<PathBuf>>(
         sizes.push(size);
     }
     let identity = identity(target, spec, &texts, &*source_format, &inputs, &sizes);
+    let count_inputs = || -> Result<u64, ConvertError> {
+        let mut counted = 0u64;
+        for input in &inputs {
+            counted += source_format
+                .count(input, &grist_tensor::ReadOptions::default())
+                .map_err(|source| ConvertError::Sources {
+                    what: format!("counting the records of {}", input.name()),
+                    source,
+                })?;
+        }
+        Ok(counted)
+    };
     let mut total = None;
     let per_file = match target.split {
         Split::RecordsPerFile(n) => n.max(1),
         Split::Files(files) => {
-            let mut counted = 0u64;
-            for input in &inputs {
-                counted += source_format
-                    .count(input, &grist_tensor::ReadOptions::default())
-                    .map_err(|source| ConvertError::Sources {
-                        what: format!("counting the records of {}", input.name()),
-                        source,
-                    })?;
-            }
+            let counted = count_inputs()?;
             total = Some(counted);
             counted.div_ceil(files as u64).max(1)
         }
     };
+    // A format whose header holds the count writes each file in place
+    // when told its count up front: the inputs are counted for it where
+    // counting is cheap. (Not for a shard: its share's count is not known
+    // before reading it.)
+    if total.is_none()
+        && shard.count == 1
+        && format.wants_record_counts()
+        && source_format.counts_cheaply()
+    {
+        total = Some(count_inputs()?);
+    }
+    let expected = total.filter(|_| shard.count == 1);
     // A shard's files are cut by the whole conversion's split: no padding.
     let files_wanted = match target.split {
         Split::Files(n) if shard.count == 1 => n,
@@ -611,6 +627,7 @@ pub fn convert<P: Into<PathBuf>>(
         spec: &written_spec,
         options: &target.options,
         per_file,
+        expected,
         shard,
         current: None,
         files: parts_written(&out, &kept),
@@ -941,6 +958,9 @@ struct Parts<'a> {
     spec: &'a SpecFile,
     options: &'a WriteOptions,
     per_file: u64,
+    /// The records of the whole output, when known (counted): each file's
+    /// count is told its sink up front.
+    expected: Option<u64>,
     shard: Shard,
     current: Option<(Address, Box<dyn RecordSink>)>,
     files: Vec<(Address, Written)>,
@@ -967,10 +987,15 @@ impl Parts<'_> {
             .shard
             .part_name(&self.format.part_name(n, self.options));
         let address = self.out.join(&name);
-        let sink = self
+        let mut sink = self
             .format
             .create(self.storage, &address, self.spec, self.options)
             .map_err(|e| Self::write_err(&address, e))?;
+        if let Some(total) = self.expected {
+            let done = self.counts.skipped + self.counts.records;
+            sink.expect_records(self.per_file.min(total.saturating_sub(done)))
+                .map_err(|e| Self::write_err(&address, e))?;
+        }
         self.current = Some((address, sink));
         Ok(())
     }

@@ -50,6 +50,9 @@ pub struct Writer {
     kind: Kind,
     /// Where the next write goes.
     at: u64,
+    /// The end of the bytes written so far (a write at or past it
+    /// appends).
+    end: u64,
     /// The bytes written so far, and their CRC-32C while every write
     /// appended at the end (`None` once one did not).
     digest: Option<Digest>,
@@ -113,8 +116,8 @@ enum Kind {
         /// before the temporary file is removed.)
         #[cfg(target_os = "linux")]
         direct: Option<Direct>,
-        /// Whether the tail may still go past the page cache (not after a
-        /// seek, a read, a flush, or a file system that refused).
+        /// Whether the tail may go past the page cache (not once the
+        /// file system refused).
         #[cfg(target_os = "linux")]
         may_direct: bool,
         file: File,
@@ -143,6 +146,7 @@ impl Writer {
             at: 0,
             digest: Some(Digest::default()),
             behind_at: 0,
+            end: 0,
         })
     }
 
@@ -154,6 +158,7 @@ impl Writer {
             at: 0,
             digest: Some(Digest::default()),
             behind_at: 0,
+            end: 0,
         }
     }
 
@@ -165,6 +170,7 @@ impl Writer {
             at: 0,
             digest: Some(Digest::default()),
             behind_at: 0,
+            end: 0,
         }
     }
 
@@ -200,6 +206,7 @@ impl Writer {
             _ => None,
         };
         self.at += buf.len() as u64;
+        self.end = self.end.max(self.at);
     }
 
     /// Makes the bytes written visible under the final name: syncs and
@@ -238,13 +245,29 @@ impl Writer {
         }
     }
 
+    /// Keeps every byte written in the page cache, for a writer that
+    /// reads its bytes back before committing (the FFRecord writer moving
+    /// its samples behind a header): by default a local file's bytes past
+    /// 16 MiB go past the page cache, and reading them back would read the
+    /// disk.
+    /// (Bytes written past the page cache before the call are written
+    /// out first: the error is of that write.)
+    pub fn keep_cached(&mut self) -> io::Result<()> {
+        #[cfg(target_os = "linux")]
+        if let Some(local) = self.local_parts() {
+            *local.may_direct = false;
+        }
+        self.settle()
+    }
+
     /// Whether the bytes go past the page cache now.
     fn is_direct(&self) -> bool {
-        #[cfg(target_os = "linux")]
-        if let Kind::Local { direct, .. } = &self.kind {
-            return direct.is_some();
+        match &self.kind {
+            #[cfg(target_os = "linux")]
+            Kind::Local { direct, .. } => direct.is_some(),
+            #[allow(unreachable_patterns)]
+            _ => false,
         }
-        false
     }
 
     /// The target of a local file (whose pages are written back behind).
@@ -298,34 +321,62 @@ impl Writer {
     }
 }
 
+/// A local file's parts, borrowed.
+#[cfg(target_os = "linux")]
+struct LocalParts<'a> {
+    file: &'a mut File,
+    target: &'a AtomicTarget,
+    direct: &'a mut Option<Direct>,
+    may_direct: &'a mut bool,
+}
+
 #[cfg(target_os = "linux")]
 impl Writer {
+    /// The parts of a local file; `None` for an object.
+    fn local_parts(&mut self) -> Option<LocalParts<'_>> {
+        match &mut self.kind {
+            Kind::Local {
+                file,
+                target,
+                direct,
+                may_direct,
+            } => Some(LocalParts {
+                file,
+                target,
+                direct,
+                may_direct,
+            }),
+            #[cfg(feature = "remote")]
+            _ => None,
+        }
+    }
+
     /// Appends to a large local file past the page cache (see
     /// [`direct`](crate::direct)): `None` when the bytes go the usual way.
     fn write_direct(&mut self, buf: &[u8]) -> io::Result<Option<usize>> {
-        let appending = self.digest.is_some_and(|d| d.size == self.at);
-        let Kind::Local {
+        let (at, appending) = (self.at, self.at >= self.end);
+        let Some(LocalParts {
             file,
             target,
             direct,
             may_direct,
-        } = &mut self.kind
+        }) = self.local_parts()
         else {
             return Ok(None);
         };
         if let Some(d) = direct {
             return d.write(buf).map(Some);
         }
-        if !*may_direct || !appending || self.at < DIRECT_FROM {
+        if !*may_direct || !appending || at < DIRECT_FROM {
             return Ok(None);
         }
-        let misaligned = self.at % ALIGN;
+        let misaligned = at % ALIGN;
         if misaligned != 0 {
             // The usual way up to an aligned offset.
             let n = buf.len().min((ALIGN - misaligned) as usize);
             return file.write(&buf[..n]).map(Some);
         }
-        match Direct::start(target.tmp(), file, self.at) {
+        match Direct::start(target.tmp(), file, at) {
             Some(mut d) => {
                 let n = d.write(buf)?;
                 *direct = Some(d);
@@ -340,21 +391,18 @@ impl Writer {
 }
 
 impl Writer {
-    /// Ends writing past the page cache (for good): every byte is then in
-    /// the file and its handle's cursor where the writer is.
+    /// Ends writing past the page cache (until the writer appends again
+    /// from an aligned offset): every byte is then in the file and its
+    /// handle's cursor where the writer is.
     fn settle(&mut self) -> io::Result<()> {
         #[cfg(target_os = "linux")]
-        if let Kind::Local {
-            file,
-            direct,
-            may_direct,
-            ..
-        } = &mut self.kind
         {
-            *may_direct = false;
-            if let Some(d) = direct.take() {
-                d.finish()?;
-                file.seek(SeekFrom::Start(self.at))?;
+            let at = self.at;
+            if let Some(LocalParts { file, direct, .. }) = self.local_parts() {
+                if let Some(d) = direct.take() {
+                    d.finish()?;
+                    file.seek(SeekFrom::Start(at))?;
+                }
             }
         }
         Ok(())
@@ -422,6 +470,25 @@ mod tests {
     use super::*;
     use crate::Storage;
 
+    /// Whether files in `dir` can be opened with `O_DIRECT`.
+    fn takes_direct(dir: &Path) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            let probe = dir.join("probe");
+            let ok = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(&probe)
+                .is_ok();
+            let _ = std::fs::remove_file(&probe);
+            ok
+        }
+        #[cfg(not(target_os = "linux"))]
+        false
+    }
+
     /// Writes `len` bytes of a pattern in writes of odd sizes: the bytes,
     /// and whether the tail went past the page cache.
     fn write_odd_sizes(w: &mut Writer, len: usize) -> (Vec<u8>, bool) {
@@ -445,20 +512,8 @@ mod tests {
         let path = dir.path().join("large");
         let mut w = Storage::new().create(&Address::from(path.clone())).unwrap();
         let (want, direct) = write_odd_sizes(&mut w, (DIRECT_FROM as usize) * 2 + 4_321);
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            let probe = dir.path().join("probe");
-            let takes_direct = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .custom_flags(libc::O_DIRECT)
-                .open(&probe)
-                .is_ok();
-            let _ = std::fs::remove_file(&probe);
-            if takes_direct {
-                assert!(direct, "past {DIRECT_FROM} bytes the writes go direct");
-            }
+        if takes_direct(dir.path()) {
+            assert!(direct, "past {DIRECT_FROM} bytes the writes go direct");
         }
         let digest = w.commit_with_digest().unwrap();
         assert_eq!(digest, Some(Digest::of(&want)));
@@ -483,10 +538,45 @@ mod tests {
         let mut tail = Vec::new();
         w.read_to_end(&mut tail).unwrap();
         assert_eq!(tail, want[want.len() - 10..]);
-        // Appending again after the seek: the usual way, at the end.
+        // Appending again after the read, from an unaligned end: the
+        // usual way up to an aligned offset, past the page cache after.
         w.write_all(b"more").unwrap();
         want.extend_from_slice(b"more");
         assert!(!w.is_direct());
+        let (more, direct) = write_odd_sizes(&mut w, 5 << 20);
+        want.extend_from_slice(&more);
+        assert_eq!(direct, takes_direct(dir.path()));
+        let digest = w.commit_with_digest().unwrap();
+        assert_eq!(digest, None, "a write went back: no digest");
+        assert_eq!(std::fs::read(&path).unwrap(), want);
+    }
+
+    #[test]
+    fn a_file_written_after_a_seek_past_its_start_goes_direct_too() {
+        // The FFRecord writer with a known count: the samples from after
+        // the header's room, the header last.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("large");
+        let mut w = Storage::new().create(&Address::from(path.clone())).unwrap();
+        w.seek(SeekFrom::Start(1_000)).unwrap();
+        let (body, direct) = write_odd_sizes(&mut w, (DIRECT_FROM as usize) + (5 << 20));
+        assert_eq!(direct, takes_direct(dir.path()));
+        w.seek(SeekFrom::Start(0)).unwrap();
+        w.write_all(&[7; 1_000]).unwrap();
+        w.commit().unwrap();
+        let mut want = vec![7; 1_000];
+        want.extend_from_slice(&body);
+        assert_eq!(std::fs::read(&path).unwrap(), want);
+    }
+
+    #[test]
+    fn a_file_kept_cached_never_goes_direct() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("large");
+        let mut w = Storage::new().create(&Address::from(path.clone())).unwrap();
+        w.keep_cached().unwrap();
+        let (want, direct) = write_odd_sizes(&mut w, (DIRECT_FROM as usize) + (5 << 20));
+        assert!(!direct);
         w.commit().unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), want);
     }

@@ -1075,6 +1075,22 @@ pub trait Format: Send + Sync + fmt::Debug {
         Err(cannot_write(self))
     }
 
+    /// Whether [`count`](Self::count) is cheap beside reading the
+    /// records: it walks the framing (or reads a header), not each
+    /// record's contents. A conversion counts its inputs up front only
+    /// then. By default, `true`.
+    fn counts_cheaply(&self) -> bool {
+        true
+    }
+
+    /// Whether a file of this format is written more cheaply when its
+    /// record count is known before its first record
+    /// ([`RecordSink::expect_records`]): a conversion into it then counts
+    /// its inputs first. By default, `false`.
+    fn wants_record_counts(&self) -> bool {
+        false
+    }
+
     /// The name of output file number `part` of a dataset written in this
     /// format under `options` (`part-00000.tfrecord`,
     /// `part-00000.tfrecord.gz`: the name says what a reader needs to

@@ -249,6 +249,17 @@ pub trait RecordSink: Send + fmt::Debug {
     /// The records written so far.
     fn records(&self) -> u64;
 
+    /// Tells the sink, before its first record, how many records the file
+    /// will hold, when the writer knows (a conversion that counted its
+    /// inputs). A format whose header holds the count (FFRecord) then
+    /// writes its records in place rather than moving them behind the
+    /// header at the end; [`finish`](Self::finish) then fails if another
+    /// number was written. By default, ignored.
+    fn expect_records(&mut self, records: u64) -> Result<(), BoxError> {
+        let _ = records;
+        Ok(())
+    }
+
     /// Commits the file.
     fn finish(self: Box<Self>) -> Result<Written, BoxError>;
 }
