@@ -544,3 +544,37 @@ fn a_reader_over_bytes_in_memory_reads_what_a_stream_reads() {
         }
     }
 }
+
+/// `claimed_records` (a conversion's cheap count) is the sum of the counts
+/// the blocks claim, as reading them block by block gives; a file whose
+/// framing is damaged fails it too (a damaged compressed payload is not
+/// looked at).
+#[test]
+fn claimed_records_sum_the_blocks_claims() {
+    for case in corpus::cases("avro") {
+        let name = &case.name;
+        for path in &case.files {
+            let bytes = fs::read(path).unwrap();
+            let Ok(read) = read_bytes(&bytes, name, ReaderOptions::default()) else {
+                continue;
+            };
+            let claimed: u64 = read.blocks.iter().map(|b| b.record_count).sum();
+            let counted = BlockReader::new(&bytes[..], name.as_str(), ReaderOptions::default())
+                .unwrap()
+                .claimed_records();
+            match (&read.error, counted) {
+                (None, Ok(n)) => assert_eq!(n, claimed, "{name}"),
+                (None, Err(e)) => panic!("{name}: {e}"),
+                // Damaged: counting fails too, or counts past the damage.
+                (Some(_), Ok(n)) => assert!(n >= claimed, "{name}: {n} < {claimed}"),
+                (Some(_), Err(_)) => {}
+            }
+            // After blocks handed out, the rest are added to them.
+            let mut reader =
+                BlockReader::new(&bytes[..], name.as_str(), ReaderOptions::default()).unwrap();
+            if read.error.is_none() && reader.next_block().unwrap().is_some() {
+                assert_eq!(reader.claimed_records().unwrap(), claimed, "{name}");
+            }
+        }
+    }
+}

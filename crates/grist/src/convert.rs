@@ -518,15 +518,19 @@ pub fn convert<P: Into<PathBuf>>(
         sizes.push(size);
     }
     let identity = identity(target, spec, &texts, &*source_format, &inputs, &sizes);
-    let count_inputs = || -> Result<u64, ConvertError> {
+    let count_inputs = |framed: bool| -> Result<u64, ConvertError> {
         let mut counted = 0u64;
+        let options = grist_tensor::ReadOptions::default();
         for input in &inputs {
-            counted += source_format
-                .count(input, &grist_tensor::ReadOptions::default())
-                .map_err(|source| ConvertError::Sources {
-                    what: format!("counting the records of {}", input.name()),
-                    source,
-                })?;
+            counted += if framed {
+                source_format.framed_count(input, &options)
+            } else {
+                source_format.count(input, &options)
+            }
+            .map_err(|source| ConvertError::Sources {
+                what: format!("counting the records of {}", input.name()),
+                source,
+            })?;
         }
         Ok(counted)
     };
@@ -534,21 +538,17 @@ pub fn convert<P: Into<PathBuf>>(
     let per_file = match target.split {
         Split::RecordsPerFile(n) => n.max(1),
         Split::Files(files) => {
-            let counted = count_inputs()?;
+            let counted = count_inputs(false)?;
             total = Some(counted);
             counted.div_ceil(files as u64).max(1)
         }
     };
     // A format whose header holds the count writes each file in place
-    // when told its count up front: the inputs are counted for it where
-    // counting is cheap. (Not for a shard: its share's count is not known
+    // when told its count up front: the inputs are counted for it, by
+    // their framing. (Not for a shard: its share's count is not known
     // before reading it.)
-    if total.is_none()
-        && shard.count == 1
-        && format.wants_record_counts()
-        && source_format.counts_cheaply()
-    {
-        total = Some(count_inputs()?);
+    if total.is_none() && shard.count == 1 && format.wants_record_counts() {
+        total = Some(count_inputs(true)?);
     }
     let expected = total.filter(|_| shard.count == 1);
     // A shard's files are cut by the whole conversion's split: no padding.

@@ -1075,12 +1075,14 @@ pub trait Format: Send + Sync + fmt::Debug {
         Err(cannot_write(self))
     }
 
-    /// Whether [`count`](Self::count) is cheap beside reading the
-    /// records: it walks the framing (or reads a header), not each
-    /// record's contents. A conversion counts its inputs up front only
-    /// then. By default, `true`.
-    fn counts_cheaply(&self) -> bool {
-        true
+    /// The number of records of `input` by its framing or header alone,
+    /// without reading each record's contents: what a conversion into a
+    /// format that [wants record counts](Self::wants_record_counts)
+    /// counts its inputs with. By default, [`count`](Self::count) (which
+    /// walks the frames of TFRecord and OFRecord and reads FFRecord's
+    /// header).
+    fn framed_count(&self, input: &Input, options: &ReadOptions) -> Result<u64, BoxError> {
+        self.count(input, options)
     }
 
     /// Whether a file of this format is written more cheaply when its
