@@ -520,7 +520,8 @@ pub fn convert<P: Into<PathBuf>>(
     let identity = identity(target, spec, &texts, &*source_format, &inputs, &sizes);
     let count_inputs = |framed: bool| -> Result<u64, ConvertError> {
         let mut counted = 0u64;
-        let options = grist_tensor::ReadOptions::default();
+        // The framing alone: the loader checks the checksums as it reads.
+        let options = grist_tensor::ReadOptions::default().with_check_crc(!framed);
         for input in &inputs {
             counted += if framed {
                 source_format.framed_count(input, &options)
