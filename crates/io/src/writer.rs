@@ -17,7 +17,12 @@ use crate::{Address, AtomicTarget, Error, Result};
 ///
 /// A local file is written to a temporary sibling `.name.tmp-<pid>-<n>`,
 /// synced, renamed over the final name, and its folder synced (see
-/// [`AtomicTarget`]). An object is written to a local spool file (so the
+/// [`AtomicTarget`]). On Linux, what is appended to a local file past its
+/// first 16 MiB goes past the page cache (`O_DIRECT`, written by a thread
+/// of the writer's own while the next bytes are gathered), so that a
+/// large output neither costs the copy into the page cache and its
+/// writeback nor evicts the inputs' pages; [`keep_cached`](Self::keep_cached)
+/// keeps a file that will be read back soon in the cache. An object is written to a local spool file (so the
 /// writer can seek back and read, as the FFRecord and OFRecord writers do)
 /// and `commit` uploads it: in one request when it fits in one part, else
 /// as a multipart upload whose parts go up concurrently, each retried, and
