@@ -890,13 +890,22 @@ impl<R: Read> BlockReader<R> {
     }
 
     fn advance(&mut self) -> Result<Option<Block>> {
+        match self.next_frame()? {
+            Some((raw, len)) if self.header.codec == Codec::Deflate => {
+                self.emit_deflate(raw, len).map(Some)
+            }
+            Some((raw, len)) => self.emit(raw, len).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The next block's frame, whole in the buffer (reading until it
+    /// is), and its length; `None` at the end of the file.
+    fn next_frame(&mut self) -> Result<Option<(RawBlock, usize)>> {
         loop {
             let view = unread(&self.whole, &self.buf);
             let needed = match self.decoder.decode(view)? {
-                Decoded::Complete { value, len } if self.header.codec == Codec::Deflate => {
-                    return self.emit_deflate(value, len).map(Some);
-                }
-                Decoded::Complete { value, len } => return self.emit(value, len).map(Some),
+                Decoded::Complete { value, len } => return Ok(Some((value, len))),
                 Decoded::Incomplete { needed } => needed,
             };
             if self.eof {
@@ -917,22 +926,11 @@ impl<R: Read> BlockReader<R> {
         if let Some(pending) = self.pending.take() {
             n = n.saturating_add(pending?.record_count);
         }
-        loop {
-            let view = unread(&self.whole, &self.buf);
-            let needed = match self.decoder.decode(view)? {
-                Decoded::Complete { value, len } => {
-                    let _ = self.cut(len);
-                    n = n.saturating_add(value.record_count);
-                    continue;
-                }
-                Decoded::Incomplete { needed } => needed,
-            };
-            if self.eof {
-                self.decoder.finish(view)?;
-                return Ok(n);
-            }
-            self.fill(needed)?;
+        while let Some((raw, len)) = self.next_frame()? {
+            let _ = self.cut(len);
+            n = n.saturating_add(raw.record_count);
         }
+        Ok(n)
     }
 
     /// Cuts the block off the buffer and decompresses it.

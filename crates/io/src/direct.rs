@@ -230,6 +230,29 @@ mod tests {
             .collect()
     }
 
+    /// A new file `f` in a new folder (kept alive by the first item),
+    /// open for reading and writing.
+    fn new_file() -> (tempfile::TempDir, std::path::PathBuf, File) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .unwrap();
+        (dir, path, file)
+    }
+
+    /// Hands all of `data` to `d` (each call takes at least a byte).
+    fn write_all(d: &mut Direct, mut data: &[u8]) {
+        while !data.is_empty() {
+            let n = d.write(data).unwrap();
+            assert!(n > 0);
+            data = &data[n..];
+        }
+    }
+
     #[test]
     fn buffers_are_aligned() {
         for _ in 0..4 {
@@ -240,15 +263,7 @@ mod tests {
 
     #[test]
     fn every_byte_lands_at_its_offset() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        let plain = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .unwrap();
+        let (_dir, path, plain) = new_file();
         let head = pattern(ALIGN as usize * 3, 1);
         plain.write_all_at(&head, 0).unwrap();
         let Some(mut d) = Direct::start(&path, &plain, head.len() as u64) else {
@@ -276,26 +291,14 @@ mod tests {
     fn a_refused_direct_write_goes_through_the_page_cache() {
         // O_DIRECT at an unaligned offset fails with EINVAL: the thread
         // writes that buffer and the rest buffered, losing nothing.
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        let plain = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .unwrap();
+        let (_dir, path, plain) = new_file();
         plain.write_all_at(b"abc", 0).unwrap();
         let Some(mut d) = Direct::start(&path, &plain, 0) else {
             return;
         };
         d.at = 3;
         let body = pattern(BUFFER * 2 + 100, 3);
-        let mut rest = &body[..];
-        while !rest.is_empty() {
-            let n = d.write(rest).unwrap();
-            rest = &rest[n..];
-        }
+        write_all(&mut d, &body);
         assert_eq!(d.finish().unwrap(), 3 + body.len() as u64);
         let mut want = b"abc".to_vec();
         want.extend_from_slice(&body);

@@ -494,6 +494,15 @@ mod tests {
         false
     }
 
+    /// A writer of a new local file `large` in a new folder (kept alive
+    /// by the first item).
+    fn new_local() -> (tempfile::TempDir, std::path::PathBuf, Writer) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("large");
+        let w = Storage::new().create(&Address::from(path.clone())).unwrap();
+        (dir, path, w)
+    }
+
     /// Writes `len` bytes of a pattern in writes of odd sizes: the bytes,
     /// and whether the tail went past the page cache.
     fn write_odd_sizes(w: &mut Writer, len: usize) -> (Vec<u8>, bool) {
@@ -513,9 +522,7 @@ mod tests {
 
     #[test]
     fn a_large_file_appended_goes_past_the_page_cache() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("large");
-        let mut w = Storage::new().create(&Address::from(path.clone())).unwrap();
+        let (dir, path, mut w) = new_local();
         let (want, direct) = write_odd_sizes(&mut w, (DIRECT_FROM as usize) * 2 + 4_321);
         if takes_direct(dir.path()) {
             assert!(direct, "past {DIRECT_FROM} bytes the writes go direct");
@@ -529,9 +536,7 @@ mod tests {
     fn seeking_back_after_direct_writes_keeps_every_byte() {
         // The FFRecord and OFRecord writers' way: a header written last,
         // then a read back.
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("large");
-        let mut w = Storage::new().create(&Address::from(path.clone())).unwrap();
+        let (dir, path, mut w) = new_local();
         let (mut want, _) = write_odd_sizes(&mut w, (DIRECT_FROM as usize) + 3 * (2 << 20) + 77);
         let end = want.len() as u64;
         assert_eq!(w.stream_position().unwrap(), end);
@@ -560,9 +565,7 @@ mod tests {
     fn a_file_written_after_a_seek_past_its_start_goes_direct_too() {
         // The FFRecord writer with a known count: the samples from after
         // the header's room, the header last.
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("large");
-        let mut w = Storage::new().create(&Address::from(path.clone())).unwrap();
+        let (dir, path, mut w) = new_local();
         w.seek(SeekFrom::Start(1_000)).unwrap();
         let (body, direct) = write_odd_sizes(&mut w, (DIRECT_FROM as usize) + (5 << 20));
         assert_eq!(direct, takes_direct(dir.path()));
@@ -576,9 +579,7 @@ mod tests {
 
     #[test]
     fn a_file_kept_cached_never_goes_direct() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("large");
-        let mut w = Storage::new().create(&Address::from(path.clone())).unwrap();
+        let (_dir, path, mut w) = new_local();
         w.keep_cached().unwrap();
         let (want, direct) = write_odd_sizes(&mut w, (DIRECT_FROM as usize) + (5 << 20));
         assert!(!direct);
@@ -588,9 +589,7 @@ mod tests {
 
     #[test]
     fn dropped_while_writing_direct_leaves_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("large");
-        let mut w = Storage::new().create(&Address::from(path.clone())).unwrap();
+        let (dir, _path, mut w) = new_local();
         write_odd_sizes(&mut w, (DIRECT_FROM as usize) + 5 * (2 << 20));
         drop(w);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
@@ -598,9 +597,7 @@ mod tests {
 
     #[test]
     fn a_large_local_file_is_written_back_while_written() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("large");
-        let mut w = Storage::new().create(&Address::from(path.clone())).unwrap();
+        let (_dir, path, mut w) = new_local();
         let block: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
         let mut want = Vec::new();
         for _ in 0..(WRITE_BEHIND_BYTES >> 20) + 3 {
