@@ -513,9 +513,10 @@ impl BlockDecoder {
         }
     }
 
-    /// Parses the block at the start of `buf`. An error does not advance
-    /// the decoder.
-    pub fn decode(&mut self, buf: &[u8]) -> Result<Decoded<RawBlock>> {
+    /// Parses the frame of the block at the start of `buf` up to its data:
+    /// its record count, where its data starts and how long the data is
+    /// (checked against the limits). `2 * 10` bytes are always enough.
+    fn head(&self, buf: &[u8]) -> Result<Decoded<(u64, usize, u64)>> {
         let (count, count_len) = match read_long(buf) {
             Varint::Value { value, len } => (value, len),
             Varint::Incomplete => {
@@ -549,8 +550,20 @@ impl BlockDecoder {
                 max: self.max_alloc,
             });
         }
+        Ok(Decoded::Complete {
+            value: (count as u64, count_len + size_len, size),
+            len: count_len + size_len,
+        })
+    }
+
+    /// Parses the block at the start of `buf`. An error does not advance
+    /// the decoder.
+    pub fn decode(&mut self, buf: &[u8]) -> Result<Decoded<RawBlock>> {
+        let (count, start, size) = match self.head(buf)? {
+            Decoded::Complete { value, .. } => value,
+            Decoded::Incomplete { needed } => return Ok(Decoded::Incomplete { needed }),
+        };
         // Both fit in usize: `size` is below isize::MAX / 2.
-        let start = count_len + size_len;
         let end = start + size as usize;
         let total = end + SYNC_LEN;
         let Some(sync) = buf.get(end..total) else {
@@ -566,7 +579,7 @@ impl BlockDecoder {
         let block = RawBlock {
             index: self.block,
             offset: self.offset,
-            record_count: count as u64,
+            record_count: count,
             data: start..end,
         };
         // Saturating: the position may have been set to any number.
@@ -929,6 +942,59 @@ impl<R: Read> BlockReader<R> {
         while let Some((raw, len)) = self.next_frame()? {
             let _ = self.cut(len);
             n = n.saturating_add(raw.record_count);
+        }
+        Ok(n)
+    }
+
+    /// [`claimed_records`](Self::claimed_records) for a file of `size`
+    /// bytes that can be read at any offset (`read_at` fills a buffer from
+    /// one): each remaining block's count and size, then its sync marker,
+    /// read where they are, its data skipped. For counting a local file
+    /// without reading all of it; the same checks and errors.
+    pub fn claimed_records_at(
+        mut self,
+        size: u64,
+        mut read_at: impl FnMut(u64, &mut [u8]) -> Result<()>,
+    ) -> Result<u64> {
+        let mut n = self.records;
+        if let Some(pending) = self.pending.take() {
+            n = n.saturating_add(pending?.record_count);
+        }
+        let d = &mut self.decoder;
+        // Two varints of at most ten bytes each.
+        let mut buf = [0u8; 20];
+        let mut sync = [0u8; SYNC_LEN];
+        while d.offset < size {
+            let at = d.offset;
+            let head = &mut buf[..(size - at).min(20) as usize];
+            read_at(at, head)?;
+            let (count, start, data) = match d.head(head)? {
+                Decoded::Complete { value, .. } => value,
+                // The rest of the file is in `head`: it ends inside the
+                // count or the size.
+                Decoded::Incomplete { .. } => return d.finish(head).map(|()| n),
+            };
+            let sync_at = at + start as u64 + data;
+            if sync_at.saturating_add(SYNC_LEN as u64) > size {
+                let reason = if sync_at > size {
+                    "the file ends inside the block data"
+                } else {
+                    "the file ends inside the sync marker"
+                };
+                return Err(Error::TruncatedBlock {
+                    at: d.location().into(),
+                    reason,
+                });
+            }
+            read_at(sync_at, &mut sync)?;
+            if sync != d.sync {
+                return Err(Error::SyncMismatch {
+                    at: d.location().into(),
+                });
+            }
+            d.block = d.block.saturating_add(1);
+            d.offset = sync_at + SYNC_LEN as u64;
+            n = n.saturating_add(count);
         }
         Ok(n)
     }

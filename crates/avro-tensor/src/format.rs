@@ -10,9 +10,13 @@ use bytes::Bytes;
 use grist_tensor::{
     BatchBuilder, BoxError, ByNumber, Chunk, ChunkPos, ChunkStream, FeatureSpec, Format,
     InferOptions, Inferred, Input, InspectOptions, Limits, NameMatch, RandomAccess, RawRecord,
-    ReadOptions, RecordOptions, Records, Report, SpecFile, TensorError, Verified, VerifyFailure,
-    WriteOptions,
+    ReadOptions, RecordOptions, Records, Report, SpecFile, StorageError, TensorError, Verified,
+    VerifyFailure, WriteOptions,
 };
+
+/// What a count reads at once for a local file's header (its blocks are
+/// read where they lie).
+const HEADER_READ: usize = 64 << 10;
 
 use crate::codec::Codec;
 use crate::container::{BlockReader, Header, MAGIC, ReaderOptions};
@@ -166,8 +170,26 @@ impl Format for AvroFormat {
     /// sync marker read, no block decompressed, no datum walked.
     fn framed_count(&self, input: &Input, options: &ReadOptions) -> Result<u64, BoxError> {
         let options = ReaderOptions::default().with_limits(options.limits);
-        let reader = BlockReader::new(input.reader_at(0)?, input.name().clone(), options)?;
-        Ok(reader.claimed_records()?)
+        if input.is_remote() {
+            // Read in order: a request per block would cost more than the
+            // data.
+            let reader = BlockReader::new(input.reader_at(0)?, input.name().clone(), options)?;
+            return Ok(reader.claimed_records()?);
+        }
+        // A local file's blocks are framed where they lie: their data (all
+        // but a few dozen bytes of each) is never read.
+        let object = input.open()?;
+        let options = options.with_buffer_size(HEADER_READ);
+        let header = object
+            .reader(0, 0)
+            .map_err(|e| StorageError::new(input.name().clone(), e))?;
+        let reader = BlockReader::new(header, input.name().clone(), options)?;
+        let read_at = |at: u64, buf: &mut [u8]| {
+            object
+                .read_range_into(at..at + buf.len() as u64, buf)
+                .map_err(|e| Error::Storage(StorageError::new(input.name().clone(), e)))
+        };
+        Ok(reader.claimed_records_at(object.size(), read_at)?)
     }
 
     /// Reads every block (sync marker, codec) and every datum, checked

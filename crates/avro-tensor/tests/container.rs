@@ -545,6 +545,86 @@ fn a_reader_over_bytes_in_memory_reads_what_a_stream_reads() {
     }
 }
 
+/// Counting a file by reading each block's frame where it lies
+/// (`claimed_records_at`, a local file's count) gives what reading it in
+/// order gives (`claimed_records`): the same count, or the same error, for
+/// every corpus file, every truncation of one, and bytes changed in its
+/// frames; the data between frames is never read.
+#[test]
+fn frames_read_where_they_lie_count_as_read_in_order() {
+    let by_order = |bytes: &[u8]| {
+        BlockReader::new(bytes, "f", ReaderOptions::default())
+            .and_then(|r| r.claimed_records())
+            .map_err(|e| e.to_string())
+    };
+    let by_offset = |bytes: &[u8], read: &mut Vec<std::ops::Range<u64>>| {
+        BlockReader::new(bytes, "f", ReaderOptions::default().with_buffer_size(64))
+            .and_then(|r| {
+                r.claimed_records_at(bytes.len() as u64, |at, buf| {
+                    let at = at as usize;
+                    buf.copy_from_slice(&bytes[at..at + buf.len()]);
+                    read.push(at as u64..(at + buf.len()) as u64);
+                    Ok(())
+                })
+            })
+            .map_err(|e| e.to_string())
+    };
+    let mut compared = 0;
+    for case in corpus::cases("avro") {
+        for path in &case.files {
+            let bytes = fs::read(path).unwrap();
+            assert_eq!(
+                by_offset(&bytes, &mut Vec::new()),
+                by_order(&bytes),
+                "{}",
+                case.name
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared > 10, "only {compared} corpus files");
+    // A file of several blocks, made here.
+    let schema = apache_avro::Schema::parse_str(r#""long""#).unwrap();
+    let mut w = apache_avro::Writer::builder()
+        .schema(&schema)
+        .writer(Vec::new())
+        .block_size(1000)
+        .build();
+    for i in 0..2000i64 {
+        w.append(i * 1_000_003).unwrap();
+    }
+    let bytes = w.into_inner().unwrap();
+    let mut read = Vec::new();
+    assert_eq!(by_offset(&bytes, &mut read), Ok(2000));
+    let header = BlockReader::new(&bytes[..], "f", ReaderOptions::default())
+        .unwrap()
+        .header_len() as usize;
+    let frames_read: u64 = read.iter().map(|r| r.end - r.start).sum();
+    assert!(
+        read.len() > 10 && frames_read < (bytes.len() - header) as u64 / 3,
+        "{read:?}"
+    );
+    for cut in header..bytes.len() {
+        assert_eq!(
+            by_offset(&bytes[..cut], &mut Vec::new()),
+            by_order(&bytes[..cut]),
+            "cut {cut}"
+        );
+    }
+    // Each byte a frame holds, changed: a count, a size, a sync marker.
+    for r in &read {
+        for at in r.clone() {
+            let mut bad = bytes.clone();
+            bad[at as usize] ^= 0x5a;
+            assert_eq!(
+                by_offset(&bad, &mut Vec::new()),
+                by_order(&bad),
+                "byte {at}"
+            );
+        }
+    }
+}
+
 /// `claimed_records` (a conversion's cheap count) is the sum of the counts
 /// the blocks claim, as reading them block by block gives; a file whose
 /// framing is damaged fails it too (a damaged compressed payload is not
