@@ -519,16 +519,18 @@ pub fn convert<P: Into<PathBuf>>(
     }
     let identity = identity(target, spec, &texts, &*source_format, &inputs, &sizes);
     let count_inputs = |framed: bool| -> Result<u64, ConvertError> {
-        let mut counted = 0u64;
         // The framing alone: the loader checks the checksums as it reads.
         let options = grist_tensor::ReadOptions::default().with_check_crc(!framed);
-        for input in &inputs {
-            counted += if framed {
+        let counts = each_input(&inputs, target.threads, |input| {
+            if framed {
                 source_format.framed_count(input, &options)
             } else {
                 source_format.count(input, &options)
             }
-            .map_err(|source| ConvertError::Sources {
+        });
+        let mut counted = 0u64;
+        for (input, count) in inputs.iter().zip(counts) {
+            counted += count.map_err(|source| ConvertError::Sources {
                 what: format!("counting the records of {}", input.name()),
                 source,
             })?;
@@ -755,6 +757,44 @@ pub fn convert<P: Into<PathBuf>>(
         manifest,
         manifest_address,
     })
+}
+
+/// `f` of each input, in the inputs' order, on up to `threads` threads
+/// (files taken in turn): counting the inputs before a conversion is
+/// reading them, and a dataset has many.
+fn each_input<T: Send>(
+    inputs: &[grist_tensor::Input],
+    threads: usize,
+    f: impl Fn(&grist_tensor::Input) -> Result<T, BoxError> + Sync,
+) -> Vec<Result<T, BoxError>> {
+    let threads = threads.clamp(1, inputs.len().max(1));
+    if threads == 1 {
+        return inputs.iter().map(f).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut done: Vec<(usize, Result<T, BoxError>)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(input) = inputs.get(i) else {
+                            return mine;
+                        };
+                        mine.push((i, f(input)));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            // A panic is a bug, not bad input: it goes on unwinding.
+            .flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
 }
 
 /// The conversion's identity, as `convert.json` holds it: what decides
@@ -1126,4 +1166,40 @@ fn infer_inputs(
         });
     }
     Ok(inferred)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_input_keeps_the_inputs_order_and_their_errors() {
+        let inputs: Vec<grist_tensor::Input> = (0..7)
+            .map(|i| grist_tensor::Input::local(format!("f{i}")))
+            .collect();
+        let f = |input: &grist_tensor::Input| -> Result<String, BoxError> {
+            match input.file_name() {
+                "f3" => Err(Box::new(grist_tensor::TensorError::Unsupported {
+                    what: "f3".into(),
+                })),
+                name => Ok(name.to_uppercase()),
+            }
+        };
+        for threads in [0, 1, 2, 3, 7, 16] {
+            let got: Vec<Result<String, String>> = each_input(&inputs, threads, f)
+                .into_iter()
+                .map(|r| r.map_err(|e| e.to_string()))
+                .collect();
+            let want: Vec<Result<String, String>> =
+                (0..7)
+                    .map(|i| match i {
+                        3 => Err(grist_tensor::TensorError::Unsupported { what: "f3".into() }
+                            .to_string()),
+                        i => Ok(format!("F{i}")),
+                    })
+                    .collect();
+            assert_eq!(got, want, "{threads} threads");
+        }
+        assert!(each_input(&[], 4, f).is_empty());
+    }
 }
