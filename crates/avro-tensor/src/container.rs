@@ -961,13 +961,18 @@ impl<R: Read> BlockReader<R> {
             n = n.saturating_add(pending?.record_count);
         }
         let d = &mut self.decoder;
-        // Two varints of at most ten bytes each.
-        let mut buf = [0u8; 20];
-        let mut sync = [0u8; SYNC_LEN];
+        // A sync marker and the next block's count and size (two varints
+        // of at most ten bytes each), read together: one read per block.
+        const HEAD: usize = 20;
+        let mut buf = [0u8; SYNC_LEN + HEAD];
+        let mut head_len = 0;
+        if d.offset < size {
+            head_len = (size - d.offset).min(HEAD as u64) as usize;
+            read_at(d.offset, &mut buf[SYNC_LEN..SYNC_LEN + head_len])?;
+        }
         while d.offset < size {
             let at = d.offset;
-            let head = &mut buf[..(size - at).min(20) as usize];
-            read_at(at, head)?;
+            let head = &buf[SYNC_LEN..SYNC_LEN + head_len];
             let (count, start, data) = match d.head(head)? {
                 Decoded::Complete { value, .. } => value,
                 // The rest of the file is in `head`: it ends inside the
@@ -986,8 +991,9 @@ impl<R: Read> BlockReader<R> {
                     reason,
                 });
             }
-            read_at(sync_at, &mut sync)?;
-            if sync != d.sync {
+            let len = (size - sync_at).min(buf.len() as u64) as usize;
+            read_at(sync_at, &mut buf[..len])?;
+            if buf[..SYNC_LEN] != d.sync {
                 return Err(Error::SyncMismatch {
                     at: d.location().into(),
                 });
@@ -995,6 +1001,7 @@ impl<R: Read> BlockReader<R> {
             d.block = d.block.saturating_add(1);
             d.offset = sync_at + SYNC_LEN as u64;
             n = n.saturating_add(count);
+            head_len = len - SYNC_LEN;
         }
         Ok(n)
     }
