@@ -1,21 +1,26 @@
 //! Conversion between the formats: source → batch → sink.
 //!
-//! The loader reads the sources in file order (one epoch, no shuffle) on
-//! this thread; batches go through a bounded channel to `threads` encoding
-//! threads (the target format's [`Encoder`]); the records come back in
-//! order to this thread, which writes them into output files of the
-//! target format ([`Format::create`]: each atomic, through the storage
-//! layer), `part-00000.<ext>`, `part-00001.<ext>`, ..., then `spec.json`
-//! (the spec in the target format's form, [`Format::write_spec`]).
+//! One thread reads the sources in file order as their format's chunks
+//! ([`Format::stream`]) and cuts them into batches of rows; `threads`
+//! threads each take a batch, decode it (the source's [`Decoder`]) and
+//! encode it (the target format's [`Encoder`]) while its columns are in
+//! that core's cache; the records come back in order to this thread,
+//! which writes them into output files of the target format
+//! ([`Format::create`]: each atomic, through the storage layer),
+//! `part-00000.<ext>`, `part-00001.<ext>`, ..., then `spec.json` (the spec
+//! in the target format's form, [`Format::write_spec`]). A shard's share
+//! is the loader's to pick ([`grist_loader::LoaderBuilder::with_shard`]):
+//! its batches go from the loader's thread to the encoding threads.
 //! Memory stays bounded by the batches in flight.
 //!
 //! Resuming (see [`crate::manifest`] for the files): part `k` holds the
 //! records `[k·per_file, (k+1)·per_file)` of the conversion's order, which
 //! is the same on every run, and each part is committed whole and then
 //! entered in the journal. A rerun keeps the journal's parts that are
-//! there with their sizes, does not encode their records (the reading
-//! thread drops the batches they cover, and the writer the first records
-//! of a batch that straddles the boundary) and goes on with the next part.
+//! there with their sizes, does not decode or encode their records (the
+//! reading thread drops the batches they cover, and the writer the first
+//! records of a batch that straddles the boundary) and goes on with the
+//! next part.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -559,23 +564,32 @@ pub fn convert<P: Into<PathBuf>>(
         Split::Files(n) if shard.count == 1 => n,
         _ => 1,
     };
-    let mut loader = crate::loader()
-        .with_storage(storage.clone())
-        .with_paths(sources)
-        .with_spec_file(spec.clone())
-        .with_batch_size(target.batch_size)
-        .with_drop_remainder(false)
-        .with_epochs(Epochs::Count(1))
-        .with_threads(Threads::Fixed(1));
-    if shard.count > 1 {
-        loader = loader.with_shard(shard.index, shard.count);
-    }
-    if let Some(f) = &target.source_format {
-        loader = loader.with_format(f.clone());
-    }
     // The source's decoder refuses what it cannot read before any output
     // exists, too.
-    let mut loader = loader.build()?;
+    let mut source = if shard.count > 1 {
+        // A shard's share is the loader's to pick.
+        let mut loader = crate::loader()
+            .with_storage(storage.clone())
+            .with_paths(sources)
+            .with_spec_file(spec.clone())
+            .with_batch_size(target.batch_size)
+            .with_drop_remainder(false)
+            .with_epochs(Epochs::Count(1))
+            .with_threads(Threads::Fixed(1))
+            .with_shard(shard.index, shard.count);
+        if let Some(f) = &target.source_format {
+            loader = loader.with_format(f.clone());
+        }
+        Source::Loader(Box::new(loader.build()?))
+    } else {
+        // The whole input: its chunks go straight to the encoding threads,
+        // each of which decodes a batch and encodes it while its columns
+        // are in that core's cache.
+        let decoder = source_format
+            .decoder(spec, grist_tensor::Limits::default())
+            .map_err(grist_loader::Error::Format)?;
+        Source::Chunks(decoder)
+    };
     storage
         .create_dir_all(&out)
         .map_err(|e| ConvertError::Write {
@@ -650,32 +664,56 @@ pub fn convert<P: Into<PathBuf>>(
     let result = std::thread::scope(|scope| -> Result<(), ConvertError> {
         // Bounded: at most `threads` batches wait to be encoded and
         // `threads` encoded ones to be written, besides those in hand.
-        let (batch_tx, batch_rx) = sync_channel::<ToEncode>(threads);
-        let batch_rx = Arc::new(Mutex::new(batch_rx));
         let (rec_tx, rec_rx) = sync_channel::<Encoded>(threads);
-        let (done_tx, done_rx) = sync_channel::<Batch>(threads);
         let free = &free;
-        for _ in 0..threads {
-            let rx = Arc::clone(&batch_rx);
-            let tx = rec_tx.clone();
-            let done = done_tx.clone();
-            let encoder = Arc::clone(&encoder);
-            let encoded = &encoded;
-            scope.spawn(move || {
-                encode_loop(Encoding {
-                    rx: &rx,
-                    tx,
-                    done,
-                    free,
-                    encoder: &*encoder,
-                    encoded,
-                })
-            });
-        }
-        // Only the encoders hold the batches' receiver and the records'
-        // sender, so that either side stopping stops the other.
-        drop((batch_rx, rec_tx, done_tx));
-        let reader = scope.spawn(move || read_loop(&mut loader, batch_tx, done_rx, skip));
+        let encoded = &encoded;
+        let reader = match &mut source {
+            Source::Loader(loader) => {
+                let (batch_tx, batch_rx) = sync_channel::<ToEncode>(threads);
+                let batch_rx = Arc::new(Mutex::new(batch_rx));
+                let (done_tx, done_rx) = sync_channel::<Batch>(threads);
+                for _ in 0..threads {
+                    let rx = Arc::clone(&batch_rx);
+                    let tx = rec_tx.clone();
+                    let done = done_tx.clone();
+                    let encoder = Arc::clone(&encoder);
+                    scope.spawn(move || {
+                        encode_loop(Encoding {
+                            rx: &rx,
+                            tx,
+                            done,
+                            free,
+                            encoder: &*encoder,
+                            encoded,
+                        })
+                    });
+                }
+                // Only the encoders hold the batches' receiver and the
+                // records' sender, so that either side stopping stops the
+                // other.
+                drop((batch_rx, rec_tx, done_tx));
+                scope.spawn(move || read_loop(loader, batch_tx, done_rx, skip))
+            }
+            Source::Chunks(decoder) => {
+                let (group_tx, group_rx) = sync_channel::<Group>(threads);
+                let group_rx = Arc::new(Mutex::new(group_rx));
+                for _ in 0..threads {
+                    let work = Fused {
+                        rx: Arc::clone(&group_rx),
+                        tx: rec_tx.clone(),
+                        free,
+                        decoder: decoder.clone_box(),
+                        encoder: Arc::clone(&encoder),
+                        encoded,
+                    };
+                    scope.spawn(move || fused_loop(work));
+                }
+                drop((group_rx, rec_tx));
+                let (format, inputs) = (&*source_format, &inputs[..]);
+                let batch = target.batch_size;
+                scope.spawn(move || chunk_loop(format, inputs, group_tx, skip, batch))
+            }
+        };
         // Records come back in any order: put them back in batch order.
         let mut pending = BTreeMap::new();
         let mut next = 0u64;
@@ -685,7 +723,11 @@ pub fn convert<P: Into<PathBuf>>(
             while let Some((end, records)) = pending.remove(&next) {
                 let records = match records {
                     Ok(r) => r,
-                    Err(source) => {
+                    Err(Failure::Decode(e)) => {
+                        failed = Some(ConvertError::from(e));
+                        break;
+                    }
+                    Err(Failure::Encode(source)) => {
                         let at = if shard.count == 1 {
                             locate(&*source_format, &inputs, next)
                         } else {
@@ -945,8 +987,178 @@ fn read_loop(
     Ok(())
 }
 
+/// Rows of the inputs' chunks, in order, that make one batch, numbered by
+/// the first and end records of the conversion; `None` for a batch wholly
+/// in the parts a previous run completed (not decoded).
+type Group = (u64, u64, Option<Vec<Piece>>);
+
+/// Rows of a chunk.
+type Piece = (Arc<grist_tensor::Chunk>, std::ops::Range<usize>);
+
+/// What the conversion reads at once from a file: a batch's chunks fit a
+/// core's cache with its columns.
+const CHUNK_BYTES: usize = 256 << 10;
+
+/// How far ahead a remote input is fetched while its chunks are decoded.
+const READ_AHEAD: usize = 32 << 20;
+
+/// The inputs' chunks, in order, cut into batches of `batch` records (a
+/// chunk whose records are found by decoding them, an Avro block, goes
+/// whole into one batch), into `tx` until the end, an error, or the
+/// encoders hanging up; batches that end at or before record `skip` go
+/// without their rows.
+fn chunk_loop(
+    format: &dyn grist_tensor::Format,
+    inputs: &[grist_tensor::Input],
+    tx: SyncSender<Group>,
+    skip: u64,
+    batch: usize,
+) -> Result<(), grist_loader::Error> {
+    // Checksums are checked by the threads that decode, in parallel.
+    let options = grist_tensor::ReadOptions::new()
+        .with_chunk_bytes(CHUNK_BYTES)
+        .with_defer_checks(true);
+    let batch = batch.max(1);
+    let (mut first, mut end) = (0u64, 0u64);
+    let mut group = Vec::new();
+    let send = |first: u64, end: u64, group: Vec<Piece>| {
+        tx.send((first, end, (end > skip).then_some(group))).is_ok()
+    };
+    for input in inputs {
+        let input = input.clone().with_read_ahead(READ_AHEAD);
+        let mut stream = format.stream(&input, grist_tensor::ChunkPos::default(), &options)?;
+        while let Some((chunk, _)) = stream.next_chunk()? {
+            let n = chunk.record_count;
+            let chunk = Arc::new(chunk);
+            let whole = matches!(chunk.layout, grist_tensor::RecordLayout::Sequential);
+            let mut at = 0;
+            while at < n {
+                let take = if whole {
+                    n
+                } else {
+                    (batch - (end - first) as usize).min(n - at)
+                };
+                group.push((chunk.clone(), at..at + take));
+                (at, end) = (at + take, end + take as u64);
+                if end - first >= batch as u64 {
+                    if !send(first, end, std::mem::take(&mut group)) {
+                        return Ok(());
+                    }
+                    first = end;
+                }
+            }
+        }
+    }
+    if end > first {
+        send(first, end, group);
+    }
+    Ok(())
+}
+
+/// What each thread that decodes and encodes whole batches holds.
+struct Fused<'a> {
+    rx: Arc<Mutex<Receiver<Group>>>,
+    tx: SyncSender<Encoded>,
+    free: &'a Mutex<Vec<RecordBuf>>,
+    decoder: Box<dyn grist_tensor::Decoder>,
+    encoder: Arc<dyn Encoder>,
+    encoded: &'a AtomicU64,
+}
+
+/// Decodes and encodes batches until either side hangs up, counting the
+/// records encoded.
+fn fused_loop(mut w: Fused) {
+    let mut spare = None;
+    loop {
+        let next = w.rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
+        let Ok((first, end, pieces)) = next else {
+            return;
+        };
+        let mut out = w
+            .free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_default();
+        out.clear();
+        let records = match pieces {
+            None => Ok(out),
+            Some(pieces) => match decode_group(&mut *w.decoder, &pieces, spare.take()) {
+                Ok(batch) => {
+                    w.encoded.fetch_add(batch.rows() as u64, Ordering::Relaxed);
+                    let r = w.encoder.encode(&batch, &mut out).map(|()| out);
+                    spare = Some(batch);
+                    r.map_err(Failure::Encode)
+                }
+                Err(e) => Err(Failure::Decode(e)),
+            },
+        };
+        if w.tx.send((first, end, records)).is_err() {
+            return;
+        }
+    }
+}
+
+/// The rows of `pieces` as one batch (in the memory of `spare`, a batch
+/// encoded before).
+fn decode_group(
+    decoder: &mut dyn grist_tensor::Decoder,
+    pieces: &[Piece],
+    spare: Option<Batch>,
+) -> Result<Batch, grist_loader::Error> {
+    let limits = grist_tensor::Limits::default();
+    let mut out = decoder.new_batch(0);
+    if let Some(spare) = spare {
+        out.recycle(spare);
+    }
+    out.reserve_rows(pieces.iter().map(|(_, rows)| rows.len()).sum());
+    for (chunk, rows) in pieces {
+        let inflated;
+        let chunk = if chunk.deferred.inflate {
+            let mut c = grist_tensor::Chunk::clone(chunk);
+            c.data = decoder.inflate(chunk, &limits)?;
+            c.deferred.inflate = false;
+            inflated = c;
+            &inflated
+        } else {
+            &**chunk
+        };
+        if chunk.deferred.verify {
+            decoder.verify(chunk, rows.clone())?;
+        }
+        decoder.decode_chunk(chunk, rows.clone(), &mut out)?;
+    }
+    out.finish().map_err(|source| {
+        let at = pieces.first().map_or_else(
+            || Location::record("", 0),
+            |(c, rows)| Location::record(c.file.clone(), c.first_record + rows.start as u64),
+        );
+        grist_loader::Error::Batch {
+            at: Box::new(at),
+            source: Box::new(source),
+        }
+    })
+}
+
 /// A batch's records (or why not), numbered by its first and end records.
-type Encoded = (u64, u64, Result<RecordBuf, BoxError>);
+type Encoded = (u64, u64, Result<RecordBuf, Failure>);
+
+/// Why a batch has no records.
+enum Failure {
+    /// Its records could not be read (the workers decode the chunks).
+    Decode(grist_loader::Error),
+    /// Its batch could not be encoded.
+    Encode(BoxError),
+}
+
+/// Where the records to convert come from.
+enum Source {
+    /// A shard's share, picked and decoded by the loader.
+    Loader(Box<grist_loader::Loader>),
+    /// Every record of the inputs, read as chunks that the encoding threads
+    /// decode with (clones of) this decoder.
+    Chunks(Box<dyn grist_tensor::Decoder>),
+}
 
 /// What the encoding threads share: the batches to encode, where encoded
 /// records go, the batches done with (back to the reader), and the record
@@ -978,7 +1190,11 @@ fn encode_loop(e: Encoding) {
         let records = match batch {
             Some(batch) => {
                 e.encoded.fetch_add(batch.rows() as u64, Ordering::Relaxed);
-                let r = e.encoder.encode(&batch, &mut out).map(|()| out);
+                let r = e
+                    .encoder
+                    .encode(&batch, &mut out)
+                    .map(|()| out)
+                    .map_err(Failure::Encode);
                 // The reader may be gone or busy: then the batch is freed.
                 let _ = e.done.try_send(batch);
                 r

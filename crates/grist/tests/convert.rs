@@ -542,3 +542,36 @@ fn a_reader_schema_converts_the_versions_without_a_spec() {
     let report = grist::convert(&files, None, &plain).unwrap();
     assert!(report.spec.features.len() < fields.len());
 }
+
+/// The threads that decode a conversion's batches check what the reading
+/// thread left them: a TFRecord record whose data CRC is wrong (its bytes
+/// still parse) fails the conversion, naming the file and the record.
+#[test]
+fn a_damaged_record_fails_the_conversion_where_it_is() {
+    use grist::tfrecord::{ExampleBuilder, RecordWriter};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("in.tfrecord");
+    let mut w = RecordWriter::create(&path, Default::default()).unwrap();
+    let mut ends = Vec::new();
+    for i in 0..40i64 {
+        w.write_record(&ExampleBuilder::new().with_int64s("id", [i]).encode())
+            .unwrap();
+        ends.push(w.bytes());
+    }
+    w.finish().unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    // The last byte of record 25's masked data CRC.
+    bytes[ends[25] as usize - 1] ^= 0x01;
+    std::fs::write(&path, &bytes).unwrap();
+    let spec = spec_of(vec![FeatureSpec::dense("id", DType::Int64, [])]);
+    for id in FORMATS {
+        let out = dir.path().join(format!("out-{id}"));
+        let target = ConvertTarget::new(format(id), out.display().to_string()).with_batch_size(8);
+        let err = grist::convert([&path], Some(&spec), &target).unwrap_err();
+        let chain = grist_testkit::chain(&err);
+        assert!(
+            chain.contains("in.tfrecord") && chain.contains("25") && chain.contains("CRC"),
+            "{id}: {chain}"
+        );
+    }
+}
