@@ -481,6 +481,20 @@ fn converts_to_an_object_store() {
             &written_spec(&storage, &url),
         );
         assert_same(&source, &got, &format!("s3 {id}"));
+        // And back: the objects are a conversion's inputs, read over S3.
+        let back = dir.path().join(format!("back-{id}"));
+        let target = ConvertTarget::new(format("tfrecord"), back.display().to_string())
+            .with_storage(storage.clone())
+            .with_batch_size(16);
+        let report = grist::convert([&url], Some(&written_spec(&storage, &url)), &target).unwrap();
+        assert_eq!(report.records, 200, "{id} back");
+        let back = back.display().to_string();
+        let again = load(
+            &Storage::new(),
+            std::slice::from_ref(&back),
+            &written_spec(&Storage::new(), &back),
+        );
+        assert_same(&source, &again, &format!("s3 {id} back"));
         // A sink dropped unfinished leaves no object.
         let f = format(id);
         let spec_b = written_spec(&storage, &url);
