@@ -8,9 +8,11 @@
 //! which writes them into output files of the target format
 //! ([`Format::create`]: each atomic, through the storage layer),
 //! `part-00000.<ext>`, `part-00001.<ext>`, ..., then `spec.json` (the spec
-//! in the target format's form, [`Format::write_spec`]). A shard's share
-//! is the loader's to pick ([`grist_loader::LoaderBuilder::with_shard`]):
-//! its batches go from the loader's thread to the encoding threads.
+//! in the target format's form, [`Format::write_spec`]). A shard takes
+//! every `count`-th file, as the loader's
+//! [`with_shard`](grist_loader::LoaderBuilder::with_shard) does; a shard
+//! of fewer files than shards reads the loader's share of the records, its
+//! batches going from the loader's thread to the encoding threads.
 //! Memory stays bounded by the batches in flight.
 //!
 //! Resuming (see [`crate::manifest`] for the files): part `k` holds the
@@ -566,8 +568,18 @@ pub fn convert<P: Into<PathBuf>>(
     };
     // The source's decoder refuses what it cannot read before any output
     // exists, too.
-    let mut source = if shard.count > 1 {
-        // A shard's share is the loader's to pick.
+    // A shard of a dataset of at least as many files as shards takes
+    // every `count`-th file from its `index` on, as the loader's
+    // `with_shard` does; a shard of fewer files reads the loader's share
+    // of the records.
+    let by_file = shard.count > 1 && inputs.len() >= shard.count;
+    let share: Vec<grist_tensor::Input> = inputs
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| !by_file || j % shard.count == shard.index)
+        .map(|(_, input)| input.clone())
+        .collect();
+    let mut source = if shard.count > 1 && !by_file {
         let mut loader = crate::loader()
             .with_storage(storage.clone())
             .with_paths(sources)
@@ -582,9 +594,9 @@ pub fn convert<P: Into<PathBuf>>(
         }
         Source::Loader(Box::new(loader.build()?))
     } else {
-        // The whole input: its chunks go straight to the encoding threads,
-        // each of which decodes a batch and encodes it while its columns
-        // are in that core's cache.
+        // The share's chunks go straight to the encoding threads, each of
+        // which decodes a batch and encodes it while its columns are in
+        // that core's cache.
         let decoder = source_format
             .decoder(spec, grist_tensor::Limits::default())
             .map_err(grist_loader::Error::Format)?;
@@ -709,9 +721,9 @@ pub fn convert<P: Into<PathBuf>>(
                     scope.spawn(move || fused_loop(work));
                 }
                 drop((group_rx, rec_tx));
-                let (format, inputs) = (&*source_format, &inputs[..]);
+                let (format, share) = (&*source_format, &share[..]);
                 let batch = target.batch_size;
-                scope.spawn(move || chunk_loop(format, inputs, group_tx, skip, batch))
+                scope.spawn(move || chunk_loop(format, share, group_tx, skip, batch))
             }
         };
         // Records come back in any order: put them back in batch order.
@@ -728,8 +740,8 @@ pub fn convert<P: Into<PathBuf>>(
                         break;
                     }
                     Err(Failure::Encode(source)) => {
-                        let at = if shard.count == 1 {
-                            locate(&*source_format, &inputs, next)
+                        let at = if shard.count == 1 || by_file {
+                            locate(&*source_format, &share, next)
                         } else {
                             // The loader's share: no file of its own.
                             Location::record(

@@ -242,6 +242,27 @@ fn shards_cover_every_record_once() {
                     .with_shard(i, n);
                 let report = grist::convert(inputs, Some(&spec()), &target).unwrap();
                 non_empty += usize::from(report.records > 0);
+                // Each shard holds the loader's share, in its order (a
+                // conversion started by a loader-built shard resumes).
+                let share = grist::loader()
+                    .with_paths(inputs.clone())
+                    .with_spec_file(spec())
+                    .with_shard(i, n)
+                    .build()
+                    .unwrap()
+                    .map(|b| b.unwrap())
+                    .collect::<Vec<_>>();
+                let files: Vec<String> = report
+                    .files
+                    .iter()
+                    .map(|(a, _)| a.as_str().to_string())
+                    .collect();
+                let written = if files.is_empty() {
+                    Vec::new()
+                } else {
+                    load(&files, &spec())
+                };
+                assert_eq!(ids(&written), ids(&share), "{what} {n}: shard {i}");
             }
             if n > 1 {
                 assert!(non_empty > 1, "{what} {n}: the work was shared");
