@@ -99,7 +99,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "N")]
     files: Option<usize>,
 
-    /// Encoding threads. By default, 2.
+    /// Threads that decode and encode batches (reading and writing take one more each). By default, 2.
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
 

@@ -197,8 +197,9 @@ impl ConvertTarget {
         self
     }
 
-    /// Encoding threads (at least 1); reading and writing each take one
-    /// more. By default, 2.
+    /// Threads that decode and encode batches (at least 1; they also
+    /// count the inputs when a count is needed); reading and writing each
+    /// take one more. By default, 2.
     #[must_use]
     pub fn with_threads(mut self, threads: usize) -> Self {
         self.threads = threads.max(1);
