@@ -567,12 +567,12 @@ pub fn convert<P: Into<PathBuf>>(
         Split::Files(n) if shard.count == 1 => n,
         _ => 1,
     };
-    // The source's decoder refuses what it cannot read before any output
-    // exists, too.
     // A shard of a dataset of at least as many files as shards takes
     // every `count`-th file from its `index` on, as the loader's
     // `with_shard` does; a shard of fewer files reads the loader's share
-    // of the records.
+    // of the records. The source's decoder (the loader's, or the one the
+    // encoding threads clone) refuses what it cannot read before any
+    // output exists, too.
     let by_file = shard.count > 1 && inputs.len() >= shard.count;
     let share: Vec<grist_tensor::Input> = inputs
         .iter()
