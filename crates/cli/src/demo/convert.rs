@@ -139,7 +139,7 @@ fn conversions() -> Vec<Conversion> {
     ]
 }
 
-/// The encoding threads of a conversion: the demo's parse threads.
+/// The threads that decode and encode a conversion's batches: the demo's parse threads.
 fn encoding_threads(threads: Threads) -> usize {
     match threads {
         Threads::Fixed(n) => n.max(1),
@@ -201,7 +201,7 @@ pub(super) fn run(
     // Two output files each, to show how outputs are cut.
     let per_file = records.div_ceil(2).max(1);
     out.line(format_args!(
-        "\nconverted with grist::convert ({encoding} encoding threads, {} records per file), \
+        "\nconverted with grist::convert ({encoding} threads decoding and encoding, {} records per file), \
          each output read back with the spec.json written beside it, every value compared \
          with the generated data",
         fmt::count(per_file)
