@@ -14,10 +14,6 @@ use grist_tensor::{
     VerifyFailure, WriteOptions,
 };
 
-/// What a count reads at once for a local file's header (its blocks are
-/// read where they lie).
-const HEADER_READ: usize = 64 << 10;
-
 use crate::codec::Codec;
 use crate::container::{BlockReader, Header, MAGIC, ReaderOptions};
 use crate::decoder::AvroDecoder;
@@ -28,6 +24,10 @@ use crate::resolve::ReaderSchema;
 use crate::sink::{AvroSink, DatumEncoder};
 use crate::source::AvroStream;
 use grist_tensor::Location;
+
+/// What a count reads at once for a local file's header (its blocks are
+/// read where they lie).
+const HEADER_READ: usize = 64 << 10;
 
 /// Avro object container files, as a [`Format`].
 ///
