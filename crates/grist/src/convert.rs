@@ -1166,10 +1166,11 @@ enum Failure {
 
 /// Where the records to convert come from.
 enum Source {
-    /// A shard's share, picked and decoded by the loader.
+    /// A shard's share of the records (a shard of fewer files than
+    /// shards), picked and decoded by the loader.
     Loader(Box<grist_loader::Loader>),
-    /// Every record of the inputs, read as chunks that the encoding threads
-    /// decode with (clones of) this decoder.
+    /// Every record of the inputs (or of a shard's files), read as chunks
+    /// that the encoding threads decode with (clones of) this decoder.
     Chunks(Box<dyn grist_tensor::Decoder>),
 }
 
