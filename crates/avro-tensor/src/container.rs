@@ -624,7 +624,13 @@ fn truncation_reason(rest: &[u8]) -> &'static str {
         return "the file ends inside the byte size";
     };
     let data_end = (count_len + size_len) as u64 + size as u64;
-    if (rest.len() as u64) < data_end {
+    cut_after_size(rest.len() as u64, data_end)
+}
+
+/// Where a block whose data ends `data_end` bytes from its start was cut,
+/// `available` bytes from its start.
+fn cut_after_size(available: u64, data_end: u64) -> &'static str {
+    if available < data_end {
         "the file ends inside the block data"
     } else {
         "the file ends inside the sync marker"
@@ -981,14 +987,9 @@ impl<R: Read> BlockReader<R> {
             };
             let sync_at = at + start as u64 + data;
             if sync_at.saturating_add(SYNC_LEN as u64) > size {
-                let reason = if sync_at > size {
-                    "the file ends inside the block data"
-                } else {
-                    "the file ends inside the sync marker"
-                };
                 return Err(Error::TruncatedBlock {
                     at: d.location().into(),
-                    reason,
+                    reason: cut_after_size(size - at, sync_at - at),
                 });
             }
             let len = (size - sync_at).min(buf.len() as u64) as usize;
