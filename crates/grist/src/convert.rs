@@ -1078,22 +1078,32 @@ struct Fused<'a> {
     encoded: &'a AtomicU64,
 }
 
+/// The next batch for a thread of a pool sharing `rx`; `None` once the
+/// sending side has hung up.
+fn next_job<T>(rx: &Mutex<Receiver<T>>) -> Option<T> {
+    rx.lock().unwrap_or_else(|e| e.into_inner()).recv().ok()
+}
+
+/// An empty record buffer, one the writer is done with when there is one.
+fn spare_records(free: &Mutex<Vec<RecordBuf>>) -> RecordBuf {
+    let mut out = free
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .pop()
+        .unwrap_or_default();
+    out.clear();
+    out
+}
+
 /// Decodes and encodes batches until either side hangs up, counting the
 /// records encoded.
 fn fused_loop(mut w: Fused) {
     let mut spare = None;
     loop {
-        let next = w.rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
-        let Ok((first, end, pieces)) = next else {
+        let Some((first, end, pieces)) = next_job(&w.rx) else {
             return;
         };
-        let mut out = w
-            .free
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop()
-            .unwrap_or_default();
-        out.clear();
+        let mut out = spare_records(w.free);
         let records = match pieces {
             None => Ok(out),
             Some(pieces) => match decode_group(&mut *w.decoder, &pieces, spare.take()) {
@@ -1190,17 +1200,10 @@ struct Encoding<'a> {
 /// encoded.
 fn encode_loop(e: Encoding) {
     loop {
-        let next = e.rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
-        let Ok((first, end, batch)) = next else {
+        let Some((first, end, batch)) = next_job(e.rx) else {
             return;
         };
-        let mut out = e
-            .free
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop()
-            .unwrap_or_default();
-        out.clear();
+        let mut out = spare_records(e.free);
         let records = match batch {
             Some(batch) => {
                 e.encoded.fetch_add(batch.rows() as u64, Ordering::Relaxed);
