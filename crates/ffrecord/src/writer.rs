@@ -152,7 +152,7 @@ impl FfrWriter {
             .map_err(|e| storage_error(&name, e))?;
         out.seek(SeekFrom::Start(start))
             .map_err(|e| io_error(&name, e))?;
-        Ok(FfrWriter {
+        let mut writer = FfrWriter {
             name,
             out: Some(BufWriter::with_capacity(options.buffer_size, out)),
             count: options.count,
@@ -161,7 +161,11 @@ impl FfrWriter {
             written: 0,
             digest: grist_io::Digest::default(),
             failed: false,
-        })
+        };
+        if let Some(n) = options.count {
+            writer.reserve_entries(n);
+        }
+        Ok(writer)
     }
 
     /// Declares, before the first sample, that the file will hold `n`
@@ -211,7 +215,17 @@ impl FfrWriter {
             return Err(io_error(&self.name, source));
         }
         self.count = Some(n);
+        self.reserve_entries(n);
         Ok(())
+    }
+
+    /// Room for the header entries of `n` samples at once rather than
+    /// grown a doubling at a time (bounded: `n` is a promise, not bytes
+    /// that are there).
+    fn reserve_entries(&mut self, n: u64) {
+        let room = usize::try_from(n).unwrap_or(usize::MAX).min(RESERVE_MAX);
+        self.checksums.reserve_exact(room);
+        self.offsets.reserve_exact(room);
     }
 
     /// Appends one sample.
@@ -293,8 +307,10 @@ impl FfrWriter {
                 "the file would be larger than FFRecord offsets can address",
             )));
         }
-        let offsets: Vec<u64> = self.offsets.iter().map(|o| o + base).collect();
-        let header = encode_header(&self.checksums, &offsets);
+        for o in &mut self.offsets {
+            *o += base;
+        }
+        let header = encode_header(&self.checksums, &self.offsets);
         let mut file = out.into_inner().map_err(|e| io_err(e.into_error()))?;
         if self.count.is_none() {
             // The samples were written from the start: make room for the
@@ -314,6 +330,9 @@ impl FfrWriter {
         })
     }
 }
+
+/// The most header entries reserved up front (48 MiB of them).
+const RESERVE_MAX: usize = 1 << 22;
 
 /// Where the samples of a file of `n` samples start: after its header.
 fn samples_start(n: u64) -> io::Result<u64> {

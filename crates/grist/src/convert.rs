@@ -673,7 +673,7 @@ pub fn convert<P: Into<PathBuf>>(
     };
     let skipped_parts = writer.files.len();
     // Record buffers go round between the encoders and the writer.
-    let free = Mutex::new(Vec::new());
+    let free = Spare::default();
     let result = std::thread::scope(|scope| -> Result<(), ConvertError> {
         // Bounded: at most `threads` batches wait to be encoded and
         // `threads` encoded ones to be written, besides those in hand.
@@ -723,7 +723,7 @@ pub fn convert<P: Into<PathBuf>>(
                 }
                 drop((group_rx, rec_tx));
                 let (format, share) = (&*source_format, &share[..]);
-                let batch = target.batch_size;
+                let batch = (target.batch_size, threads);
                 scope.spawn(move || chunk_loop(format, share, group_tx, skip, batch))
             }
         };
@@ -766,7 +766,7 @@ pub fn convert<P: Into<PathBuf>>(
                     failed = Some(e);
                     break;
                 }
-                free.lock().unwrap_or_else(|e| e.into_inner()).push(records);
+                free.give(records);
                 next = end;
             }
             if failed.is_some() {
@@ -1025,12 +1025,17 @@ fn chunk_loop(
     inputs: &[grist_tensor::Input],
     tx: SyncSender<Group>,
     skip: u64,
-    batch: usize,
+    (batch, threads): (usize, usize),
 ) -> Result<(), grist_loader::Error> {
     // Checksums are checked by the threads that decode, in parallel.
-    let options = grist_tensor::ReadOptions::new()
+    let mut options = grist_tensor::ReadOptions::new()
         .with_chunk_bytes(CHUNK_BYTES)
         .with_defer_checks(true);
+    // Read buffers come back once the batches cut from them are encoded:
+    // the pool keeps as many as are out at once (a batch spans a few,
+    // `threads` wait and `threads` are decoded), so that none is
+    // allocated, and its memory touched afresh, in steady reading.
+    options.buffers = Arc::new(grist_io::BufferPool::keeping(4 * (2 * threads + 1)));
     let batch = batch.max(1);
     let (mut first, mut end) = (0u64, 0u64);
     let mut group = Vec::new();
@@ -1072,7 +1077,7 @@ fn chunk_loop(
 struct Fused<'a> {
     rx: Arc<Mutex<Receiver<Group>>>,
     tx: SyncSender<Encoded>,
-    free: &'a Mutex<Vec<RecordBuf>>,
+    free: &'a Spare,
     decoder: Box<dyn grist_tensor::Decoder>,
     encoder: Arc<dyn Encoder>,
     encoded: &'a AtomicU64,
@@ -1084,15 +1089,41 @@ fn next_job<T>(rx: &Mutex<Receiver<T>>) -> Option<T> {
     rx.lock().unwrap_or_else(|e| e.into_inner()).recv().ok()
 }
 
-/// An empty record buffer, one the writer is done with when there is one.
-fn spare_records(free: &Mutex<Vec<RecordBuf>>) -> RecordBuf {
-    let mut out = free
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .pop()
-        .unwrap_or_default();
-    out.clear();
-    out
+/// The record buffers the writer is done with, for the encoders to fill
+/// again.
+#[derive(Default)]
+struct Spare {
+    free: Mutex<Vec<RecordBuf>>,
+    /// The most bytes and records a buffer given back held.
+    largest: Mutex<(usize, usize)>,
+}
+
+impl Spare {
+    /// An empty record buffer (one the writer is done with, when there
+    /// is one) with room for the largest batch so far and an eighth more:
+    /// made that large at once rather than grown a doubling at a time by
+    /// the batches to come, each growth touching fresh memory.
+    fn take(&self) -> RecordBuf {
+        let found = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let mut out = found.unwrap_or_default();
+        out.clear();
+        let (bytes, records) = *self.largest.lock().unwrap_or_else(|e| e.into_inner());
+        out.reserve(bytes + bytes / 8, records + records / 8);
+        out
+    }
+
+    /// Gives back a buffer the writer is done with.
+    fn give(&self, records: RecordBuf) {
+        {
+            let mut largest = self.largest.lock().unwrap_or_else(|e| e.into_inner());
+            largest.0 = largest.0.max(records.bytes().len());
+            largest.1 = largest.1.max(records.len());
+        }
+        self.free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(records);
+    }
 }
 
 /// Decodes and encodes batches until either side hangs up, counting the
@@ -1103,7 +1134,7 @@ fn fused_loop(mut w: Fused) {
         let Some((first, end, pieces)) = next_job(&w.rx) else {
             return;
         };
-        let mut out = spare_records(w.free);
+        let mut out = w.free.take();
         let records = match pieces {
             None => Ok(out),
             Some(pieces) => match decode_group(&mut *w.decoder, &pieces, spare.take()) {
@@ -1191,7 +1222,7 @@ struct Encoding<'a> {
     rx: &'a Mutex<Receiver<ToEncode>>,
     tx: SyncSender<Encoded>,
     done: SyncSender<Batch>,
-    free: &'a Mutex<Vec<RecordBuf>>,
+    free: &'a Spare,
     encoder: &'a dyn Encoder,
     encoded: &'a AtomicU64,
 }
@@ -1203,7 +1234,7 @@ fn encode_loop(e: Encoding) {
         let Some((first, end, batch)) = next_job(e.rx) else {
             return;
         };
-        let mut out = spare_records(e.free);
+        let mut out = e.free.take();
         let records = match batch {
             Some(batch) => {
                 e.encoded.fetch_add(batch.rows() as u64, Ordering::Relaxed);
@@ -1404,6 +1435,29 @@ fn infer_inputs(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spare_record_buffers_have_room_for_the_largest_batch_given_back() {
+        let spare = Spare::default();
+        let mut first = spare.take();
+        assert!(first.is_empty());
+        for _ in 0..10 {
+            first.push(&[7; 1000]);
+        }
+        let ptr = first.bytes().as_ptr();
+        spare.give(first);
+        // The buffer given back, emptied, with its room.
+        let again = spare.take();
+        assert!(again.is_empty());
+        assert_eq!(again.bytes().as_ptr(), ptr);
+        // A new one is made with room for that batch at once.
+        let mut new = spare.take();
+        let room = new.bytes().as_ptr();
+        for _ in 0..10 {
+            new.push(&[1; 1000]);
+        }
+        assert_eq!(new.bytes().as_ptr(), room, "grown, not made at its size");
+    }
 
     #[test]
     fn each_input_keeps_the_inputs_order_and_their_errors() {

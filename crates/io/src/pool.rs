@@ -25,12 +25,29 @@ const KEEP: usize = 4;
 /// drop(bytes); // the buffer is back, contents and all
 /// assert_eq!(&pool.take(2)[..4], b"abcd");
 /// ```
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct BufferPool {
     free: Mutex<Vec<Vec<u8>>>,
+    /// How many free buffers it keeps.
+    keep: usize,
+}
+
+impl Default for BufferPool {
+    fn default() -> Self {
+        BufferPool::keeping(KEEP)
+    }
 }
 
 impl BufferPool {
+    /// A pool that keeps up to `keep` free buffers: as many as its
+    /// readers hold at once, so that steady reading allocates none.
+    pub fn keeping(keep: usize) -> Self {
+        BufferPool {
+            free: Mutex::new(Vec::new()),
+            keep,
+        }
+    }
+
     /// A buffer of at least `len` initialized bytes (zeroed only where it
     /// had to grow): the one given back last that is long enough (the
     /// likeliest to be in cache still), else the one given back last.
@@ -55,7 +72,7 @@ impl BufferPool {
 
     fn put(&self, buf: Vec<u8>) {
         let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        if free.len() < KEEP {
+        if free.len() < self.keep {
             free.push(buf);
         } else if let Some(smallest) = free.iter_mut().min_by_key(|b| b.len()) {
             // Keep the larger buffers: they serve every smaller read.
@@ -123,5 +140,22 @@ mod tests {
         // A larger request grows it.
         let pool2 = Arc::new(BufferPool::default());
         assert_eq!(pool2.take(7).len(), 7);
+    }
+
+    #[test]
+    fn a_pool_keeps_as_many_free_buffers_as_it_was_told() {
+        for keep in [1, 4, 12] {
+            let pool = Arc::new(BufferPool::keeping(keep));
+            // Out at once, of distinct lengths so that each is told apart.
+            let held: Vec<Bytes> = (0..keep + 3)
+                .map(|i| BufferPool::share(&pool, pool.take(100 + i), 1))
+                .collect();
+            drop(held);
+            // The `keep` largest came back; the smallest were let go.
+            let back: Vec<usize> = (0..keep + 3).map(|_| pool.take(1).len()).collect();
+            let kept: Vec<usize> = back.iter().copied().filter(|&l| l > 1).collect();
+            assert_eq!(kept.len(), keep, "{back:?}");
+            assert!(kept.iter().all(|&l| l >= 103), "{back:?}");
+        }
     }
 }

@@ -151,6 +151,12 @@ impl RecordBuf {
         Self::default()
     }
 
+    /// Makes room for `records` more records of `bytes` bytes in all.
+    pub fn reserve(&mut self, bytes: usize, records: usize) {
+        self.data.reserve(bytes);
+        self.ends.reserve(records);
+    }
+
     /// The number of records.
     pub fn len(&self) -> usize {
         self.ends.len()
