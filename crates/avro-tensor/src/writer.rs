@@ -85,7 +85,9 @@ impl WriterOptions {
         self
     }
 
-    /// The size of the write buffer in front of the output, at most
+    /// The size of the write buffer in front of the output (for a storage
+    /// address, how much the storage writer gathers: its
+    /// [`set_buffer_size`](grist_io::Writer::set_buffer_size)), at most
     /// [`grist_tensor::MAX_IO_BUFFER`]. By default, 1 MiB.
     #[must_use]
     pub fn with_buffer_size(mut self, bytes: usize) -> Self {
@@ -213,10 +215,12 @@ impl ContainerWriter {
     ) -> Result<Self> {
         let name = address.name().clone();
         let header = header_bytes(&name, schema_json, &options)?;
-        let file = storage
+        let mut file = storage
             .create(address)
             .map_err(|e| Error::Storage(grist_tensor::StorageError::new(name.clone(), e)))?;
-        let mut w = ContainerWriter::from_parts(name, file, header, options)?;
+        // The storage's writer gathers the blocks' pieces itself.
+        file.set_buffer_size(options.buffer_size);
+        let mut w = ContainerWriter::from_parts(name, file, header, options, 0)?;
         w.commit = Some(Writer::commit_with_digest);
         Ok(w)
     }
@@ -232,16 +236,20 @@ impl<W: Write> ContainerWriter<W> {
     pub fn new(inner: W, schema_json: &str, options: WriterOptions) -> Result<Self> {
         let name: Arc<str> = "".into();
         let header = header_bytes(&name, schema_json, &options)?;
-        ContainerWriter::from_parts(name, inner, header, options)
+        let buffer = options.buffer_size;
+        ContainerWriter::from_parts(name, inner, header, options, buffer)
     }
 
+    /// The writer of `inner`, through a buffer of `buffer` bytes (none for
+    /// a storage writer, which gathers writes itself).
     fn from_parts(
         name: Arc<str>,
         inner: W,
         header: HeaderBytes,
         options: WriterOptions,
+        buffer: usize,
     ) -> Result<Self> {
-        let mut out = BufWriter::with_capacity(options.buffer_size, inner);
+        let mut out = BufWriter::with_capacity(buffer, inner);
         let mut w = ContainerWriter {
             name,
             out: None,

@@ -49,7 +49,9 @@ impl WriterOptions {
         self
     }
 
-    /// The size of the write buffer, at most
+    /// How many bytes of samples are gathered before they are handed to
+    /// the file (the storage writer's
+    /// [`set_buffer_size`](grist_io::Writer::set_buffer_size)), at most
     /// [`grist_tensor::MAX_IO_BUFFER`]. By default, 1 MiB.
     #[must_use]
     pub fn with_buffer_size(mut self, bytes: usize) -> Self {
@@ -150,11 +152,13 @@ impl FfrWriter {
         let mut out = storage
             .create(address)
             .map_err(|e| storage_error(&name, e))?;
+        out.set_buffer_size(options.buffer_size);
         out.seek(SeekFrom::Start(start))
             .map_err(|e| io_error(&name, e))?;
         let mut writer = FfrWriter {
             name,
-            out: Some(BufWriter::with_capacity(options.buffer_size, out)),
+            // The storage's writer gathers the samples itself.
+            out: Some(BufWriter::with_capacity(0, out)),
             count: options.count,
             checksums: Vec::new(),
             offsets: Vec::new(),

@@ -22,7 +22,11 @@ use crate::{Address, AtomicTarget, Error, Result};
 /// of the writer's own while the next bytes are gathered), so that a
 /// large output neither costs the copy into the page cache and its
 /// writeback nor evicts the inputs' pages; [`keep_cached`](Self::keep_cached)
-/// keeps a file that will be read back soon in the cache. An object is written to a local spool file (so the
+/// keeps a file that will be read back soon in the cache. Small writes
+/// are gathered (256 KiB by default, [`set_buffer_size`](Self::set_buffer_size))
+/// and handed to the file together, so a writer of small records needs no
+/// buffer of its own in front; as with a `BufWriter`, the error of a
+/// gathered write may come with a later call. An object is written to a local spool file (so the
 /// writer can seek back and read, as the FFRecord and OFRecord writers do)
 /// and `commit` uploads it: in one request when it fits in one part, else
 /// as a multipart upload whose parts go up concurrently, each retried, and
@@ -63,7 +67,17 @@ pub struct Writer {
     digest: Option<Digest>,
     /// `at` when a local file was last asked to write back.
     behind_at: u64,
+    /// Bytes written to a file (local, or a remote one's spool) but not
+    /// yet handed to it: small writes are gathered here, so that a format
+    /// writer needs no buffer of its own (a second copy of every byte).
+    pending: Vec<u8>,
+    /// The most bytes gathered in `pending`.
+    gather: usize,
 }
+
+/// The bytes a [`Writer`] gathers by default before handing them to its
+/// file.
+const GATHER: usize = 256 << 10;
 
 /// A local file being written is written back to the disk in the
 /// background every this many bytes ([`AtomicTarget::write_behind`]):
@@ -152,6 +166,8 @@ impl Writer {
             digest: Some(Digest::default()),
             behind_at: 0,
             end: 0,
+            pending: Vec::new(),
+            gather: GATHER,
         })
     }
 
@@ -164,6 +180,8 @@ impl Writer {
             digest: Some(Digest::default()),
             behind_at: 0,
             end: 0,
+            pending: Vec::new(),
+            gather: GATHER,
         }
     }
 
@@ -176,7 +194,18 @@ impl Writer {
             digest: Some(Digest::default()),
             behind_at: 0,
             end: 0,
+            pending: Vec::new(),
+            gather: GATHER,
         }
+    }
+
+    /// Gathers up to `bytes` of small writes (at least one) before
+    /// handing them to the file in one call, instead of 256 KiB: a writer
+    /// of many small records needs no buffer of its own in front. (Bytes
+    /// written past the page cache, and a streaming upload's, are gathered
+    /// in their own buffers.) Call it before the first write.
+    pub fn set_buffer_size(&mut self, bytes: usize) {
+        self.gather = bytes.max(1);
     }
 
     /// Where the bytes go.
@@ -315,8 +344,21 @@ impl Writer {
         if let Some(n) = self.write_direct(buf)? {
             return Ok(n);
         }
-        if let Some(file) = self.file() {
-            return file.write(buf);
+        if self.file().is_some() {
+            if self.pending.len() + buf.len() > self.gather {
+                self.hand_over()?;
+            }
+            if buf.len() >= self.gather {
+                return match self.file() {
+                    Some(file) => file.write(buf),
+                    None => Ok(0),
+                };
+            }
+            if self.pending.capacity() == 0 {
+                self.pending.reserve_exact(self.gather);
+            }
+            self.pending.extend_from_slice(buf);
+            return Ok(buf.len());
         }
         #[cfg(feature = "remote")]
         if let Some(upload) = self.stream() {
@@ -360,6 +402,19 @@ impl Writer {
     /// [`direct`](crate::direct)): `None` when the bytes go the usual way.
     fn write_direct(&mut self, buf: &[u8]) -> io::Result<Option<usize>> {
         let (at, appending) = (self.at, self.at >= self.end);
+        match self.local_parts() {
+            None => return Ok(None),
+            Some(LocalParts {
+                direct: Some(d), ..
+            }) => return d.write(buf).map(Some),
+            Some(LocalParts { may_direct, .. }) => {
+                if !*may_direct || !appending || at < DIRECT_FROM {
+                    return Ok(None);
+                }
+            }
+        }
+        // What was gathered goes first, the usual way.
+        self.hand_over()?;
         let Some(LocalParts {
             file,
             target,
@@ -369,12 +424,6 @@ impl Writer {
         else {
             return Ok(None);
         };
-        if let Some(d) = direct {
-            return d.write(buf).map(Some);
-        }
-        if !*may_direct || !appending || at < DIRECT_FROM {
-            return Ok(None);
-        }
         let misaligned = at % ALIGN;
         if misaligned != 0 {
             // The usual way up to an aligned offset.
@@ -400,6 +449,7 @@ impl Writer {
     /// from an aligned offset): every byte is then in the file and its
     /// handle's cursor where the writer is.
     fn settle(&mut self) -> io::Result<()> {
+        self.hand_over()?;
         #[cfg(target_os = "linux")]
         {
             let at = self.at;
@@ -411,6 +461,24 @@ impl Writer {
             }
         }
         Ok(())
+    }
+}
+
+impl Writer {
+    /// Hands the gathered bytes to the file, where its cursor is (they
+    /// end at `at`).
+    fn hand_over(&mut self) -> io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let result = match self.file() {
+            Some(file) => file.write_all(&pending),
+            None => Ok(()),
+        };
+        self.pending = pending;
+        self.pending.clear();
+        result
     }
 }
 
@@ -518,6 +586,57 @@ mod tests {
             step = step * 13 % 700_001 + 1;
         }
         (want, direct)
+    }
+
+    #[test]
+    fn gathered_writes_land_where_they_were_written() {
+        // Random writes, seeks and reads against a model of the file, with
+        // gathers of several sizes: a write, read or seek after gathered
+        // bytes sees them in place, and the committed file is the model.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            (state >> 33) % n.max(1)
+        };
+        for gather in [1, 7, 64, 4096] {
+            let (_dir, path, mut w) = new_local();
+            w.set_buffer_size(gather);
+            let mut model: Vec<u8> = Vec::new();
+            let mut at = 0usize;
+            for op in 0..400 {
+                match next(6) {
+                    0..=2 => {
+                        let len = [1, 3, 50, 5000][next(4) as usize];
+                        let bytes: Vec<u8> = (0..len).map(|i| (op * 7 + i) as u8).collect();
+                        w.write_all(&bytes).unwrap();
+                        if model.len() < at + len {
+                            model.resize(at + len, 0);
+                        }
+                        model[at..at + len].copy_from_slice(&bytes);
+                        at += len;
+                    }
+                    3 => {
+                        at = next(model.len() as u64 + 1) as usize;
+                        assert_eq!(w.seek(SeekFrom::Start(at as u64)).unwrap(), at as u64);
+                    }
+                    4 => {
+                        let len = (next(100) as usize).min(model.len() - at.min(model.len()));
+                        let mut got = vec![0; len];
+                        w.read_exact(&mut got).unwrap();
+                        assert_eq!(got, model[at..at + len], "gather {gather}, op {op}");
+                        at += len;
+                    }
+                    _ => {
+                        at = model.len();
+                        assert_eq!(w.seek(SeekFrom::End(0)).unwrap(), at as u64);
+                    }
+                }
+            }
+            w.commit().unwrap();
+            assert_eq!(std::fs::read(&path).unwrap(), model, "gather {gather}");
+        }
     }
 
     #[test]

@@ -90,11 +90,13 @@ pub(crate) struct OfRecordSink {
 impl OfRecordSink {
     pub(crate) fn create(storage: &Storage, address: &Address) -> Result<Self> {
         let name = address.name().clone();
-        let file = storage
+        let mut file = storage
             .create(address)
             .map_err(|e| Error::Storage(StorageError::new(name.clone(), e)))?;
+        // The storage's writer gathers the records itself.
+        file.set_buffer_size(1 << 20);
         Ok(OfRecordSink {
-            writer: RecordWriter::named(BufWriter::with_capacity(1 << 20, file), name),
+            writer: RecordWriter::named(BufWriter::with_capacity(0, file), name),
         })
     }
 }

@@ -220,7 +220,9 @@ impl DatasetWriter {
         self
     }
 
-    /// The write buffer of each part, at most
+    /// How many bytes of each part are gathered before they are handed to
+    /// its file (the storage writer's
+    /// [`set_buffer_size`](grist_io::Writer::set_buffer_size)), at most
     /// [`grist_tensor::MAX_IO_BUFFER`]. By default, 1 MiB.
     #[must_use]
     pub fn with_buffer_size(mut self, bytes: usize) -> Self {
@@ -291,14 +293,13 @@ impl DatasetWriter {
             self.check_empty()?;
         }
         let dest = self.dir.join(&self.naming.name(index));
-        let out = self
+        let mut out = self
             .storage
             .create(&dest)
             .map_err(|e| storage_error(dest.name(), e))?;
-        let out = RecordWriter::named(
-            BufWriter::with_capacity(self.buffer_size, out),
-            dest.name().clone(),
-        );
+        // The storage's writer gathers the records itself.
+        out.set_buffer_size(self.buffer_size);
+        let out = RecordWriter::named(BufWriter::with_capacity(0, out), dest.name().clone());
         self.current = Some(OpenPart { out, dest });
         Ok(())
     }

@@ -56,8 +56,9 @@ impl WriterOptions {
         self
     }
 
-    /// The size of the write buffer in front of the file, at most
-    /// [`grist_tensor::MAX_IO_BUFFER`]. By default, 1 MiB.
+    /// How many bytes of frames are gathered before they are handed to
+    /// the file (the storage writer's [`set_buffer_size`](Writer::set_buffer_size)),
+    /// at most [`grist_tensor::MAX_IO_BUFFER`]. By default, 1 MiB.
     #[must_use]
     pub fn with_buffer_size(mut self, bytes: usize) -> Self {
         self.buffer_size = bytes.clamp(1, grist_tensor::MAX_IO_BUFFER);
@@ -175,7 +176,7 @@ impl RecordWriter {
             // Report the codec before touching the storage.
             compression.writer(io::sink())?;
         }
-        let file = storage
+        let mut file = storage
             .create(address)
             .map_err(|e| storage_error(&name, e))?;
         let index = if options.index {
@@ -190,7 +191,9 @@ impl RecordWriter {
         } else {
             None
         };
-        let out = compression.writer(BufWriter::with_capacity(options.buffer_size, file))?;
+        // The storage's writer gathers the frames' pieces itself.
+        file.set_buffer_size(options.buffer_size);
+        let out = compression.writer(BufWriter::with_capacity(0, file))?;
         Ok(RecordWriter {
             name,
             out: Some(out),
