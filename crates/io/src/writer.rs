@@ -466,18 +466,31 @@ impl Writer {
 
 impl Writer {
     /// Hands the gathered bytes to the file, where its cursor is (they
-    /// end at `at`).
+    /// end at `at`). On an error, what the file did not take stays
+    /// gathered: a later call (a flush, the commit) tries it again and
+    /// fails again rather than leave a hole.
     fn hand_over(&mut self) -> io::Result<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let pending = std::mem::take(&mut self.pending);
+        let mut pending = std::mem::take(&mut self.pending);
+        let mut done = 0;
         let result = match self.file() {
-            Some(file) => file.write_all(&pending),
+            Some(file) => loop {
+                if done == pending.len() {
+                    break Ok(());
+                }
+                match file.write(&pending[done..]) {
+                    Ok(0) => break Err(io::ErrorKind::WriteZero.into()),
+                    Ok(n) => done += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => break Err(e),
+                }
+            },
             None => Ok(()),
         };
+        pending.drain(..done);
         self.pending = pending;
-        self.pending.clear();
         result
     }
 }
@@ -637,6 +650,26 @@ mod tests {
             w.commit().unwrap();
             assert_eq!(std::fs::read(&path).unwrap(), model, "gather {gather}");
         }
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_gathered_write_that_fails_keeps_failing_and_is_never_committed() {
+        let (dir, path, mut w) = new_local();
+        w.write_all(b"gathered, not yet in the file").unwrap();
+        // The file's handle swapped for one open for reading only: handing
+        // the bytes over fails (EBADF).
+        if let Kind::Local { file, target, .. } = &mut w.kind {
+            *file = File::open(target.tmp()).unwrap();
+        }
+        let err = w.flush().unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EBADF), "{err}");
+        // Still there to hand over: the next try fails the same way, and
+        // so does the commit, which leaves nothing under the final name.
+        assert!(w.flush().is_err());
+        assert!(w.commit().is_err());
+        assert!(!path.exists());
+        drop(dir);
     }
 
     #[test]
