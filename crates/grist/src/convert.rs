@@ -1092,10 +1092,13 @@ fn next_job<T>(rx: &Mutex<Receiver<T>>) -> Option<T> {
 /// The record buffers the writer is done with, for the encoders to fill
 /// again.
 #[derive(Default)]
-struct Spare {
-    free: Mutex<Vec<RecordBuf>>,
+struct Spare(Mutex<SpareInner>);
+
+#[derive(Default)]
+struct SpareInner {
+    free: Vec<RecordBuf>,
     /// The most bytes and records a buffer given back held.
-    largest: Mutex<(usize, usize)>,
+    largest: (usize, usize),
 }
 
 impl Spare {
@@ -1104,25 +1107,22 @@ impl Spare {
     /// made that large at once rather than grown a doubling at a time by
     /// the batches to come, each growth touching fresh memory.
     fn take(&self) -> RecordBuf {
-        let found = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let (found, (bytes, records)) = {
+            let mut inner = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            (inner.free.pop(), inner.largest)
+        };
         let mut out = found.unwrap_or_default();
         out.clear();
-        let (bytes, records) = *self.largest.lock().unwrap_or_else(|e| e.into_inner());
         out.reserve(bytes + bytes / 8, records + records / 8);
         out
     }
 
     /// Gives back a buffer the writer is done with.
     fn give(&self, records: RecordBuf) {
-        {
-            let mut largest = self.largest.lock().unwrap_or_else(|e| e.into_inner());
-            largest.0 = largest.0.max(records.bytes().len());
-            largest.1 = largest.1.max(records.len());
-        }
-        self.free
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(records);
+        let mut inner = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        inner.largest.0 = inner.largest.0.max(records.bytes().len());
+        inner.largest.1 = inner.largest.1.max(records.len());
+        inner.free.push(records);
     }
 }
 
@@ -1161,11 +1161,10 @@ fn decode_group(
     spare: Option<Batch>,
 ) -> Result<Batch, grist_loader::Error> {
     let limits = grist_tensor::Limits::default();
-    let mut out = decoder.new_batch(0);
-    if let Some(spare) = spare {
-        out.recycle(spare);
-    }
-    out.reserve_rows(pieces.iter().map(|(_, rows)| rows.len()).sum());
+    let rows = pieces.iter().map(|(_, rows)| rows.len()).sum();
+    let mut out = decoder
+        .new_batch(0)
+        .reusing(spare, &grist_tensor::BatchSizes::new(), rows);
     for (chunk, rows) in pieces {
         let inflated;
         let chunk = if chunk.deferred.inflate {

@@ -1017,27 +1017,6 @@ impl Loader {
         Ok(())
     }
 
-    /// An empty builder for `n` rows, in the memory of the batch given
-    /// back with [`recycle`](Self::recycle) if there is one, or else with
-    /// its sparse and ragged columns reserved as large as the last batch's
-    /// (`sizes`). (Reserving first and recycling then allocated every
-    /// column and freed it again at once: with large batches, a heap grown
-    /// and trimmed per batch.)
-    fn new_batch(
-        decoder: &dyn Decoder,
-        spare: &mut Option<Batch>,
-        sizes: &grist_tensor::BatchSizes,
-        n: usize,
-    ) -> grist_tensor::BatchBuilder {
-        let mut out = decoder.new_batch(0);
-        match spare.take() {
-            Some(spare) => out.recycle(spare),
-            None => out.reserve_like(sizes),
-        }
-        out.reserve_rows(n);
-        out
-    }
-
     /// Picks the thread count and spread for `items`.
     fn plan(&self, items: &[WorkItem]) -> Plan {
         let fixed = match self.threads {
@@ -1155,7 +1134,9 @@ impl Loader {
         let items: Vec<WorkItem> = works.iter().map(|w| w.item).collect();
         let plan = self.plan(&items);
         let shares = autotune::share(&plan, &items, &self.model);
-        let mut out = Self::new_batch(&*self.decoders[0], &mut self.spare, &self.sizes, n);
+        let mut out = self.decoders[0]
+            .new_batch(0)
+            .reusing(self.spare.take(), &self.sizes, n);
         let ctx = Ctx {
             work: &works,
             inputs: &self.config.inputs,
@@ -1219,7 +1200,9 @@ impl Loader {
         let items = [works[0].item];
         let plan = self.plan(&items);
         let shares = autotune::share(&plan, &items, &self.model);
-        let mut out = Self::new_batch(&*self.decoders[0], &mut self.spare, &self.sizes, n);
+        let mut out = self.decoders[0]
+            .new_batch(0)
+            .reusing(self.spare.take(), &self.sizes, n);
         let ctx = Ctx {
             work: &works,
             inputs: &self.config.inputs,

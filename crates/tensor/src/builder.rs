@@ -873,6 +873,23 @@ impl BatchBuilder {
         }
     }
 
+    /// This empty builder made ready for `rows` rows: in the memory of
+    /// `spare` (a batch given back, see [`recycle`](Self::recycle)) if
+    /// there is one, or else with its sparse and ragged columns reserved
+    /// as large as an earlier batch's `sizes` ([`reserve_like`](Self::reserve_like)),
+    /// and its dense columns reserved for the rows. (Reserving first and
+    /// recycling then would allocate every column and free it again at
+    /// once: with large batches, a heap grown and trimmed per batch.)
+    #[must_use]
+    pub fn reusing(mut self, spare: Option<Batch>, sizes: &BatchSizes, rows: usize) -> Self {
+        match spare {
+            Some(spare) => self.recycle(spare),
+            None => self.reserve_like(sizes),
+        }
+        self.reserve_rows(rows);
+        self
+    }
+
     /// Reserves room for `rows` more rows in the dense columns.
     pub fn reserve_rows(&mut self, rows: usize) {
         for c in &mut self.columns {
